@@ -1,0 +1,2 @@
+"""GNN JIT Explorer: the app's engine (no streamlit here) and, in ``explorer.ui``,
+its Streamlit views."""

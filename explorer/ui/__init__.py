@@ -1,0 +1,1 @@
+"""Streamlit views: the only code in the project that imports streamlit."""

@@ -1,0 +1,155 @@
+r"""GATConv: graph attention (Veličković et al., 2018).
+
+.. math::
+    \mathbf{x}'_i = \Big\Vert_{h=1}^{H} \sum_{j \in \mathcal{N}(i) \cup \{i\}}
+    \alpha^{h}_{i,j} \mathbf{\Theta}^{h} \mathbf{x}_j + \mathbf{b},
+    \qquad
+    \alpha^{h}_{i,j} = \operatorname{softmax}_j\Big(\operatorname{LeakyReLU}\big(
+    \mathbf{a}^{h\top}_{s} \mathbf{\Theta}^{h}\mathbf{x}_j
+    + \mathbf{a}^{h\top}_{t} \mathbf{\Theta}^{h}\mathbf{x}_i
+    + \mathbf{a}^{h\top}_{e} \mathbf{\Theta}^{h}_{e}\mathbf{e}_{j,i}\big)\Big)
+
+(heads averaged instead of concatenated with ``concat=False``).
+
+Shapes: ``x`` ``(|V|, F_in)`` or a bipartite pair, ``edge_index`` ``(2, |E|)``,
+``edge_attr`` ``(|E|, D)`` optional → ``(|V|, H * F_out)`` (concat) or
+``(|V|, F_out)``.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from gnncore.inits import glorot, linear, zeros
+from gnncore.message_passing import MessagePassing
+from gnncore.segment import segment_softmax, segment_sum
+from gnncore.utils import is_self_loop
+
+__all__ = ["GATConv"]
+
+
+class GATConv(MessagePassing):
+    """Graph attention layer (PyG's ``GATConv``).
+
+    Arguments:
+        in_features: input size, or ``(F_src, F_dst)`` for a bipartite graph.
+        out_features: output size per head.
+        heads: number of attention heads ``H``.
+        concat: concatenate heads (output ``H * out_features``) or average them.
+        negative_slope: LeakyReLU slope in the attention logits.
+        dropout: dropout rate on the attention coefficients while training; the
+            layer draws masks from its own fork of the ``dropout`` stream.
+        add_self_loops: PyG semantics, kept jit-safe: existing self-loops are
+            masked out (weight 0) and one loop per node is appended, so the edge
+            count stays static.
+        edge_dim: size of edge features to include in the attention, or ``None``.
+        fill_value: edge feature of the added self-loops: ``"mean"`` of the
+            node's incoming edge features, or a number.
+        bias: learn an additive bias.
+        rngs: ``nnx.Rngs`` for weights (glorot) and dropout.
+
+    Call ``layer(x, edge_index, edge_attr=None, return_attention_weights=False)``.
+    With ``return_attention_weights=True`` it returns ``(out, (edge_index, alpha))``
+    where ``alpha`` is ``[E', H]`` over the edges actually used (including the
+    appended self-loops; masked old loops have weight 0).
+    """
+
+    def __init__(self, in_features: int | tuple[int, int], out_features: int, *,
+                 heads: int = 1, concat: bool = True, negative_slope: float = 0.2,
+                 dropout: float = 0.0, add_self_loops: bool = True,
+                 edge_dim: int | None = None, fill_value: float | str = "mean",
+                 bias: bool = True, rngs: nnx.Rngs):
+        super().__init__(aggr="sum")
+        self.in_features, self.out_features = in_features, out_features
+        self.heads, self.concat = heads, concat
+        self.negative_slope = negative_slope
+        self.add_self_loops, self.edge_dim, self.fill_value = add_self_loops, edge_dim, fill_value
+        hc = heads * out_features
+        if isinstance(in_features, int):
+            self.lin = linear(in_features, hc, bias=False, init="glorot", rngs=rngs)
+            self.lin_src = self.lin_dst = None
+        else:
+            self.lin = None
+            self.lin_src = linear(in_features[0], hc, bias=False, init="glorot", rngs=rngs)
+            self.lin_dst = linear(in_features[1], hc, bias=False, init="glorot", rngs=rngs)
+        self.att_src = nnx.Param(glorot(rngs.params(), (1, heads, out_features)))
+        self.att_dst = nnx.Param(glorot(rngs.params(), (1, heads, out_features)))
+        if edge_dim is not None:
+            self.lin_edge = linear(edge_dim, hc, bias=False, init="glorot", rngs=rngs)
+            self.att_edge = nnx.Param(glorot(rngs.params(), (1, heads, out_features)))
+        else:
+            self.lin_edge, self.att_edge = None, None
+        out_dim = hc if concat else out_features
+        self.bias = nnx.Param(zeros(rngs.params(), (out_dim,))) if bias else None
+        self.dropout = nnx.Dropout(dropout, rngs=rngs) if dropout > 0 else None
+
+    def __call__(self, x, edge_index, edge_attr=None, *,
+                 return_attention_weights: bool = False):
+        H, C = self.heads, self.out_features
+        if isinstance(x, (tuple, list)):
+            x_src_in, x_dst_in = x
+            lin_src = self.lin_src if self.lin is None else self.lin
+            lin_dst = self.lin_dst if self.lin is None else self.lin
+            h_src = lin_src(x_src_in).reshape(-1, H, C)
+            h_dst = None if x_dst_in is None else lin_dst(x_dst_in).reshape(-1, H, C)
+        else:
+            if self.lin is None:
+                raise ValueError("this GATConv was built for a bipartite input: pass "
+                                 "x=(x_src, x_dst)")
+            h_src = h_dst = self.lin(x).reshape(-1, H, C)
+        if h_dst is None:
+            raise ValueError("GATConv needs target features: pass x=(x_src, x_dst)")
+        num_dst = h_dst.shape[0]
+        a_src = jnp.sum(h_src * self.att_src[...], axis=-1)  # [N_src, H]
+        a_dst = jnp.sum(h_dst * self.att_dst[...], axis=-1)  # [N_dst, H]
+
+        valid = None
+        if self.add_self_loops:
+            if h_src.shape[0] != num_dst:
+                raise ValueError("add_self_loops needs as many source as target nodes; "
+                                 "pass add_self_loops=False for a bipartite graph")
+            valid = ~is_self_loop(edge_index)
+            loops = jnp.arange(num_dst, dtype=edge_index.dtype)
+            edge_index = jnp.concatenate([edge_index, jnp.stack([loops, loops])], axis=1)
+            valid = jnp.concatenate([valid, jnp.ones(num_dst, dtype=bool)])
+            if edge_attr is not None:
+                edge_attr = jnp.concatenate(
+                    [edge_attr, self._loop_attr(edge_attr, edge_index, valid, num_dst)])
+        src, dst = edge_index[0], edge_index[1]
+
+        logits = a_src[src] + a_dst[dst]  # [E', H]
+        if self.lin_edge is not None:
+            if edge_attr is None:
+                raise ValueError("this GATConv was built with edge_dim: pass edge_attr")
+            e = self.lin_edge(edge_attr.reshape(edge_attr.shape[0], -1)).reshape(-1, H, C)
+            logits = logits + jnp.sum(e * self.att_edge[...], axis=-1)
+        logits = jax.nn.leaky_relu(logits, self.negative_slope)
+        alpha = segment_softmax(logits, dst, num_dst, mask=valid)
+        if self.dropout is not None:
+            alpha = self.dropout(alpha)
+
+        out = self.propagate(edge_index, (h_src, h_dst), alpha=alpha)  # [N, H, C]
+        out = out.reshape(num_dst, H * C) if self.concat else out.mean(axis=1)
+        if self.bias is not None:
+            out = out + self.bias[...]
+        if return_attention_weights:
+            return out, (edge_index, alpha)
+        return out
+
+    def _loop_attr(self, edge_attr, edge_index, valid, num_nodes):
+        """Edge features for the appended self-loops (PyG's ``fill_value``)."""
+        n_old = edge_attr.shape[0]
+        feat = edge_attr.reshape(n_old, -1)
+        if self.fill_value == "mean":
+            old_valid = valid[:n_old].astype(feat.dtype)[:, None]
+            total = segment_sum(feat * old_valid, edge_index[1, :n_old], num_nodes)
+            count = segment_sum(old_valid, edge_index[1, :n_old], num_nodes)
+            loop = total / jnp.maximum(count, 1.0)
+        else:
+            loop = jnp.full((num_nodes, feat.shape[1]), float(self.fill_value), feat.dtype)
+        return loop.reshape((num_nodes,) + edge_attr.shape[1:])
+
+    def message(self, x_j, alpha):
+        return alpha[..., None] * x_j

@@ -1,0 +1,108 @@
+r"""GCNConv: the graph convolution of Kipf & Welling (2017).
+
+.. math::
+    \mathbf{X}' = \hat{\mathbf{D}}^{-1/2} \hat{\mathbf{A}} \hat{\mathbf{D}}^{-1/2}
+    \mathbf{X} \mathbf{\Theta} + \mathbf{b},
+    \qquad \hat{\mathbf{A}} = \mathbf{A} + \mathbf{I}\ (\text{or } + 2\mathbf{I}),
+    \qquad \hat{D}_{ii} = \textstyle\sum_j \hat{A}_{ij}
+
+where :math:`A_{ij}` is the weight of edge :math:`j \to i` (1 by default).
+
+Shapes: ``x`` ``(|V|, F_in)``, ``edge_index`` ``(2, |E|)``, ``edge_weight``
+``(|E|,)`` optional → ``(|V|, F_out)``.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from gnncore.inits import linear, zeros
+from gnncore.message_passing import MessagePassing
+from gnncore.utils import gcn_norm
+
+__all__ = ["GCNCache", "GCNConv"]
+
+
+class GCNCache(nnx.Variable):
+    """Holds a precomputed normalisation; not a parameter, never trained."""
+
+
+class GCNConv(MessagePassing):
+    """Graph convolution (PyG's ``GCNConv``).
+
+    Arguments:
+        in_features: input feature size ``F_in``.
+        out_features: output feature size ``F_out``.
+        improved: use :math:`A + 2I` instead of :math:`A + I`.
+        cached: reuse a normalisation filled by :meth:`precompute_norm`. The
+            cache is never filled implicitly (a traced call cannot write module
+            state that outlives the trace); call ``precompute_norm`` eagerly
+            first. A call with an empty cache, or with a different node count,
+            raises ``ValueError``. For graphs that never change.
+        add_self_loops: add a self-loop per node (a node that already has one
+            keeps its weight). Defaults to ``normalize``.
+        normalize: apply the symmetric normalisation; with ``False`` the raw
+            ``edge_weight`` (or 1) is used.
+        bias: learn an additive bias.
+        rngs: ``nnx.Rngs`` for the weights (glorot, as in PyG).
+    """
+
+    def __init__(self, in_features: int, out_features: int, *, improved: bool = False,
+                 cached: bool = False, add_self_loops: bool | None = None,
+                 normalize: bool = True, bias: bool = True, rngs: nnx.Rngs):
+        super().__init__(aggr="sum")
+        if add_self_loops is None:
+            add_self_loops = normalize
+        if add_self_loops and not normalize:
+            raise ValueError("GCNConv: add_self_loops=True needs normalize=True")
+        self.in_features, self.out_features = in_features, out_features
+        self.improved, self.cached = improved, cached
+        self.add_self_loops, self.normalize = add_self_loops, normalize
+        self.lin = linear(in_features, out_features, bias=False, init="glorot", rngs=rngs)
+        self.bias = nnx.Param(zeros(rngs.params(), (out_features,))) if bias else None
+        self._cache_index = GCNCache(None)
+        self._cache_weight = GCNCache(None)
+        self._cache_num_nodes = -1
+
+    def precompute_norm(self, edge_index, num_nodes: int, edge_weight=None) -> None:
+        """Fill the cache (eagerly, outside any jit) for ``cached=True``."""
+        if isinstance(edge_index, jax.core.Tracer):
+            raise ValueError("GCNConv.precompute_norm must run eagerly, outside jit: "
+                             "call it once before the compiled step")
+        index, weight = self._normalise(edge_index, edge_weight, int(num_nodes))
+        self._cache_index.set_value(index)
+        self._cache_weight.set_value(weight)
+        self._cache_num_nodes = int(num_nodes)
+
+    def _normalise(self, edge_index, edge_weight, num_nodes):
+        if self.normalize:
+            return gcn_norm(edge_index, num_nodes, edge_weight=edge_weight,
+                            improved=self.improved, add_self_loops=self.add_self_loops)
+        return edge_index, edge_weight
+
+    def __call__(self, x, edge_index, edge_weight=None):
+        num_nodes = x.shape[0]
+        if self.cached and self.normalize:
+            if self._cache_index.get_value() is None:
+                raise ValueError("GCNConv(cached=True) has an empty cache: call "
+                                 "layer.precompute_norm(edge_index, num_nodes) eagerly "
+                                 "before the first forward pass")
+            if self._cache_num_nodes != num_nodes:
+                raise ValueError(
+                    f"GCNConv cache was computed for {self._cache_num_nodes} nodes but x "
+                    f"has {num_nodes}: call precompute_norm again for the new graph")
+            edge_index, edge_weight = (self._cache_index.get_value(),
+                                       self._cache_weight.get_value())
+        else:
+            edge_index, edge_weight = self._normalise(edge_index, edge_weight, num_nodes)
+        # Transform first: aggregation then runs on F_out features, not F_in.
+        h = self.lin(x)
+        out = self.propagate(edge_index, h, edge_weight=edge_weight)
+        if self.bias is not None:
+            out = out + self.bias[...]
+        return out
+
+    def message(self, x_j, edge_weight=None):
+        return x_j if edge_weight is None else edge_weight[:, None] * x_j

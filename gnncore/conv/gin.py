@@ -1,0 +1,76 @@
+r"""GINConv: the graph isomorphism network layer (Xu et al., 2019).
+
+.. math::
+    \mathbf{x}'_i = h_{\mathbf{\Theta}}\Big((1 + \epsilon)\,\mathbf{x}_i +
+    \sum_{j \in \mathcal{N}(i)} \mathbf{x}_j\Big)
+
+Shapes: ``x`` ``(|V|, F_in)`` or a bipartite pair, ``edge_index`` ``(2, |E|)``
+→ ``(|V|, F_out)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import jax.numpy as jnp
+from flax import nnx
+
+from gnncore.inits import linear
+from gnncore.message_passing import MessagePassing
+
+__all__ = ["GINConv", "MLP"]
+
+
+class MLP(nnx.Module):
+    """``Linear → ReLU → Linear → ...``: the default network wrapped by GIN.
+
+    Arguments:
+        features: layer widths, ``[in, hidden..., out]`` (at least two).
+        rngs: ``nnx.Rngs`` for the weights.
+    """
+
+    def __init__(self, features: list[int], *, rngs: nnx.Rngs):
+        if len(features) < 2:
+            raise ValueError("MLP needs at least [in_features, out_features]")
+        self.layers = nnx.List([linear(a, b, rngs=rngs)
+                                for a, b in zip(features[:-1], features[1:])])
+
+    def __call__(self, x):
+        for i, layer in enumerate(self.layers):
+            x = layer(x)
+            if i < len(self.layers) - 1:
+                x = nnx.relu(x)
+        return x
+
+
+class GINConv(MessagePassing):
+    """Graph isomorphism layer (PyG's ``GINConv``).
+
+    Arguments:
+        in_features: input size ``F_in``.
+        out_features: output size ``F_out``.
+        nn: the network :math:`h_\\Theta` applied after aggregation. By default an
+            :class:`MLP` ``[F_in, hidden_features, F_out]``; a custom module must
+            map ``F_in`` to ``F_out``.
+        hidden_features: hidden width of the default MLP (default ``F_out``).
+        eps: initial :math:`\\epsilon`.
+        train_eps: learn :math:`\\epsilon` as a parameter.
+        rngs: ``nnx.Rngs`` for the default MLP.
+    """
+
+    def __init__(self, in_features: int, out_features: int, *,
+                 nn: Callable | None = None, hidden_features: int | None = None,
+                 eps: float = 0.0, train_eps: bool = False, rngs: nnx.Rngs):
+        super().__init__(aggr="sum")
+        self.in_features, self.out_features = in_features, out_features
+        if nn is None:
+            nn = MLP([in_features, hidden_features or out_features, out_features], rngs=rngs)
+        self.nn = nn
+        self.train_eps = train_eps
+        self.eps = nnx.Param(jnp.asarray(eps, jnp.float32)) if train_eps else float(eps)
+
+    def __call__(self, x, edge_index):
+        x_src, x_dst = x if isinstance(x, (tuple, list)) else (x, x)
+        out = self.propagate(edge_index, (x_src, x_dst))
+        eps = self.eps[...] if self.train_eps else self.eps
+        return self.nn(out + (1.0 + eps) * x_dst)

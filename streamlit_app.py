@@ -1,0 +1,5 @@
+"""Entry point: `streamlit run streamlit_app.py`."""
+
+from explorer.ui.app import main
+
+main()

@@ -1,0 +1,52 @@
+"""The README's commands are the ones CI runs; the library stays UI-free."""
+
+import re
+
+from conftest import REPO
+
+
+def _bash_blocks(text):
+    return re.findall(r"```bash\n(.*?)```", text, flags=re.S)
+
+
+def test_ci_runs_the_readme_test_command():
+    readme = (REPO / "README.md").read_text()
+    blocks = [b.strip() for b in _bash_blocks(readme)]
+    test_cmds = [b for b in blocks if "pytest" in b]
+    assert len(test_cmds) == 1, blocks
+    ci_lines = [ln.strip() for ln in (REPO / ".ci/run").read_text().splitlines()
+                if ln.strip() and not ln.startswith("#") and not ln.startswith(("set ", "cd "))]
+    assert ci_lines == [test_cmds[0]]
+
+
+def test_readme_starts_the_app():
+    readme = (REPO / "README.md").read_text()
+    app_cmds = [b.strip() for b in _bash_blocks(readme) if "streamlit run" in b]
+    assert len(app_cmds) == 1
+    assert app_cmds[0].endswith("streamlit run streamlit_app.py")
+    assert "-r requirements.txt" in app_cmds[0]
+
+
+def test_gnncore_imports_no_ui_packages():
+    pattern = re.compile(r"^\s*(import|from)\s+(streamlit|plotly)\b", re.M)
+    offenders = [p.name for p in (REPO / "gnncore").rglob("*.py")
+                 if pattern.search(p.read_text())]
+    assert offenders == []
+
+
+def test_engine_imports_streamlit_only_in_ui():
+    pattern = re.compile(r"^\s*(import|from)\s+streamlit\b", re.M)
+    offenders = [str(p.relative_to(REPO)) for p in (REPO / "explorer").rglob("*.py")
+                 if pattern.search(p.read_text()) and "ui" not in p.relative_to(REPO).parts]
+    assert offenders == []
+
+
+def test_requirements_pin_the_stack():
+    pins = dict(line.split("==") for line in (REPO / "requirements.txt").read_text().split("\n")
+                if "==" in line and not line.startswith("#"))
+    assert pins["jax"] == "0.10.2"
+    assert pins["flax"] == "0.12.8"
+    assert pins["optax"] == "0.2.8"
+    assert pins["streamlit"] == "1.67.0"
+    assert pins["networkx"] == "3.6.1"
+    assert pins["plotly"] == "7.1.0"
