@@ -57,6 +57,10 @@ class BatchNorm(nnx.Module):
         else:
             if mask is None:
                 n = x.shape[0]
+                if n < 2:
+                    raise ValueError("BatchNorm in train mode needs more than one node "
+                                     "(the batch variance of one node is undefined); "
+                                     "call model.eval() or add nodes")
                 mean = jnp.mean(x, axis=0)
                 var = jnp.mean(jnp.square(x - mean), axis=0)
             else:

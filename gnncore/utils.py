@@ -61,8 +61,8 @@ def add_remaining_self_loops(edge_index, num_nodes: int, *, edge_weight=None,
                              fill_value: float = 1.0):
     """Give every node exactly one weighted self-loop (PyG semantics), jit-safely.
 
-    A node that already has a self-loop keeps that loop's weight; others get
-    ``fill_value``. PyG removes the old loop edges, which changes the edge count;
+    A node that already has a self-loop keeps that loop's weight (the largest,
+    if it has several); others get ``fill_value``. PyG removes the old loop edges, which changes the edge count;
     here they stay in place with weight 0 and a new loop is appended per node, so
     the result always has ``E + num_nodes`` edges and the same maths.
     Returns ``(edge_index, edge_weight)``.
@@ -70,10 +70,14 @@ def add_remaining_self_loops(edge_index, num_nodes: int, *, edge_weight=None,
     if edge_weight is None:
         edge_weight = jnp.ones(edge_index.shape[1], dtype=jnp.float32)
     loop = is_self_loop(edge_index)
-    loop_w = jnp.full((num_nodes,), fill_value, dtype=edge_weight.dtype)
-    # Out-of-range positions are dropped: only existing loops overwrite the fill.
+    # Out-of-range positions are dropped: only existing loops take part. A node
+    # with several loops keeps the largest weight, so the result does not depend
+    # on edge order (PyG keeps an arbitrary one; equal weights agree).
     target = jnp.where(loop, edge_index[0], num_nodes)
-    loop_w = loop_w.at[target].set(edge_weight, mode="drop")
+    kept = jnp.full((num_nodes,), -jnp.inf, dtype=edge_weight.dtype)
+    kept = kept.at[target].max(edge_weight, mode="drop")
+    has_loop = jnp.zeros((num_nodes,), bool).at[target].set(True, mode="drop")
+    loop_w = jnp.where(has_loop, kept, jnp.asarray(fill_value, edge_weight.dtype))
     edge_weight = jnp.where(loop, jnp.zeros_like(edge_weight), edge_weight)
     new_index = jnp.concatenate(
         [edge_index, _loop_index(num_nodes, edge_index.dtype)], axis=1)

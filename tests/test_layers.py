@@ -98,6 +98,8 @@ def test_batch_norm_running_stats_move_only_in_train_mode():
     bn.eval()
     bn(x)
     np.testing.assert_array_equal(np.asarray(bn.mean[...]), mean_after)
+    with pytest.raises(ValueError, match="more than one node"):
+        BatchNorm(4)(x[:1])
     # A mask restricts the statistics to real nodes (padding-safe).
     bn2 = BatchNorm(4)
     padded = jnp.concatenate([x, jnp.full((10, 4), 1e3)])

@@ -92,13 +92,14 @@ class GATConv(MessagePassing):
             x_src_in, x_dst_in = x
             lin_src = self.lin_src if self.lin is None else self.lin
             lin_dst = self.lin_dst if self.lin is None else self.lin
-            h_src = lin_src(x_src_in).reshape(-1, H, C)
-            h_dst = None if x_dst_in is None else lin_dst(x_dst_in).reshape(-1, H, C)
+            h_src = lin_src(x_src_in).reshape(x_src_in.shape[0], H, C)
+            h_dst = (None if x_dst_in is None
+                     else lin_dst(x_dst_in).reshape(x_dst_in.shape[0], H, C))
         else:
             if self.lin is None:
                 raise ValueError("this GATConv was built for a bipartite input: pass "
                                  "x=(x_src, x_dst)")
-            h_src = h_dst = self.lin(x).reshape(-1, H, C)
+            h_src = h_dst = self.lin(x).reshape(x.shape[0], H, C)
         if h_dst is None:
             raise ValueError("GATConv needs target features: pass x=(x_src, x_dst)")
         num_dst = h_dst.shape[0]
@@ -123,7 +124,9 @@ class GATConv(MessagePassing):
         if self.lin_edge is not None:
             if edge_attr is None:
                 raise ValueError("this GATConv was built with edge_dim: pass edge_attr")
-            e = self.lin_edge(edge_attr.reshape(edge_attr.shape[0], -1)).reshape(-1, H, C)
+            # Explicit sizes: reshape(0, -1) is ambiguous for a graph with no edges.
+            n_e = edge_attr.shape[0]
+            e = self.lin_edge(edge_attr.reshape(n_e, self.edge_dim)).reshape(n_e, H, C)
             logits = logits + jnp.sum(e * self.att_edge[...], axis=-1)
         logits = jax.nn.leaky_relu(logits, self.negative_slope)
         alpha = segment_softmax(logits, dst, num_dst, mask=valid)
@@ -141,7 +144,7 @@ class GATConv(MessagePassing):
     def _loop_attr(self, edge_attr, edge_index, valid, num_nodes):
         """Edge features for the appended self-loops (PyG's ``fill_value``)."""
         n_old = edge_attr.shape[0]
-        feat = edge_attr.reshape(n_old, -1)
+        feat = edge_attr.reshape(n_old, self.edge_dim)
         if self.fill_value == "mean":
             old_valid = valid[:n_old].astype(feat.dtype)[:, None]
             total = segment_sum(feat * old_valid, edge_index[1, :n_old], num_nodes)
