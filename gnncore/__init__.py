@@ -8,13 +8,27 @@ reductions, one :class:`MessagePassing` mechanism, PyG-compatible conv layers,
 from gnncore.conv import MLP, GATConv, GCNConv, GINConv, SAGEConv
 from gnncore.graph import Graph, from_networkx, to_networkx
 from gnncore.message_passing import MessagePassing
-from gnncore.models import (ACTIVATIONS, CONV_TYPES, GAT, GCN, GIN, GNN, ConvSpec,
-                            GraphSAGE, build_conv)
+from gnncore.models import (
+                            ACTIVATIONS,
+                            CONV_TYPES,
+                            GAT,
+                            GCN,
+                            GIN,
+                            GNN,
+                            ConvSpec,
+                            GraphSAGE,
+                            build_conv,
+)
 from gnncore.norm import BatchNorm
-from gnncore.segment import (segment_max, segment_mean, segment_min, segment_reduce,
-                             segment_softmax, segment_sum)
-from gnncore.utils import (add_remaining_self_loops, add_self_loops, degree, gcn_norm,
-                           is_self_loop)
+from gnncore.segment import (
+                            segment_max,
+                            segment_mean,
+                            segment_min,
+                            segment_reduce,
+                            segment_softmax,
+                            segment_sum,
+)
+from gnncore.utils import add_remaining_self_loops, add_self_loops, degree, gcn_norm, is_self_loop
 
 __version__ = "0.1.0"
 

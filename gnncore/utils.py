@@ -62,9 +62,10 @@ def add_remaining_self_loops(edge_index, num_nodes: int, *, edge_weight=None,
     """Give every node exactly one weighted self-loop (PyG semantics), jit-safely.
 
     A node that already has a self-loop keeps that loop's weight (the largest,
-    if it has several); others get ``fill_value``. PyG removes the old loop edges, which changes the edge count;
-    here they stay in place with weight 0 and a new loop is appended per node, so
-    the result always has ``E + num_nodes`` edges and the same maths.
+    if it has several); others get ``fill_value``. PyG removes the old loop
+    edges, which changes the edge count; here they stay in place with weight 0
+    and a new loop is appended per node, so the result always has
+    ``E + num_nodes`` edges and the same maths.
     Returns ``(edge_index, edge_weight)``.
     """
     if edge_weight is None:

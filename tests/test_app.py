@@ -1,8 +1,7 @@
 """The Streamlit entry point runs and shows its title (AppTest, no browser)."""
 
-from streamlit.testing.v1 import AppTest
-
 from conftest import REPO
+from streamlit.testing.v1 import AppTest
 
 
 def test_app_starts_and_shows_title():

@@ -28,8 +28,19 @@ from flax import nnx
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gnncore import (GAT, GCN, GIN, GNN, BatchNorm, ConvSpec, GATConv, GCNConv, GINConv,
-                     GraphSAGE, SAGEConv)
+from gnncore import (
+    GAT,
+    GCN,
+    GIN,
+    GNN,
+    BatchNorm,
+    ConvSpec,
+    GATConv,
+    GCNConv,
+    GINConv,
+    GraphSAGE,
+    SAGEConv,
+)
 
 ATOL = 1e-5
 N_MAX, E_MAX = 12, 40
@@ -123,10 +134,12 @@ def _randomise(module, seed):
         if isinstance(var, (nnx.Param, nnx.BatchStat)) and path and path[-1] in (
                 "bias", "mean", "scale", "var"):
             shape = var[...].shape
-            val = {"bias": lambda: rng.normal(scale=0.5, size=shape),
-                   "mean": lambda: rng.normal(scale=0.5, size=shape),
-                   "scale": lambda: rng.uniform(0.5, 1.5, shape),
-                   "var": lambda: rng.uniform(0.5, 2.0, shape)}[path[-1]]()
+            if path[-1] in ("bias", "mean"):
+                val = rng.normal(scale=0.5, size=shape)
+            elif path[-1] == "scale":
+                val = rng.uniform(0.5, 1.5, shape)
+            else:
+                val = rng.uniform(0.5, 2.0, shape)
             var[...] = jnp.asarray(val, var[...].dtype)
     return module
 
@@ -185,12 +198,12 @@ MODELS = {
 }
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def layer(name):
     return _randomise(LAYERS[name][0](), 1)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def model(name):
     m = _randomise(MODELS[name](), 2)
     m.eval()
@@ -278,7 +291,7 @@ def test_batchnorm_permutation_equivariance(train, case):
     close(call(x[perm]), out[perm], "node permutation")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _bn_module():
     return _randomise(BatchNorm(F_IN), 3)
 

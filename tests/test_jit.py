@@ -5,7 +5,6 @@ import jax
 import numpy as np
 import pytest
 from flax import nnx
-
 from zoo import LAYERS, MODELS, build, sample_inputs
 
 ALL = {**{f"layer:{k}": v for k, v in LAYERS.items()},

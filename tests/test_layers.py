@@ -6,10 +6,20 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
-
-from gnncore import (GAT, GCN, GNN, BatchNorm, ConvSpec, GATConv, GCNConv, GINConv,
-                     SAGEConv, build_conv)
 from zoo import sample_inputs
+
+from gnncore import (
+    GAT,
+    GCN,
+    GNN,
+    BatchNorm,
+    ConvSpec,
+    GATConv,
+    GCNConv,
+    GINConv,
+    SAGEConv,
+    build_conv,
+)
 
 
 def test_gcn_cache_must_be_filled_eagerly_and_match_node_count():

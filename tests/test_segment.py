@@ -7,9 +7,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gnncore import (add_remaining_self_loops, add_self_loops, degree, gcn_norm,
-                     segment_max, segment_mean, segment_min, segment_reduce,
-                     segment_softmax, segment_sum)
+from gnncore import (
+    add_remaining_self_loops,
+    add_self_loops,
+    degree,
+    gcn_norm,
+    segment_max,
+    segment_mean,
+    segment_min,
+    segment_reduce,
+    segment_softmax,
+    segment_sum,
+)
 
 
 def numpy_reduce(data, ids, n, how):

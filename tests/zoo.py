@@ -8,8 +8,19 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from gnncore import (GAT, GCN, GIN, GNN, BatchNorm, ConvSpec, GATConv, GCNConv, GINConv,
-                     GraphSAGE, SAGEConv)
+from gnncore import (
+    GAT,
+    GCN,
+    GIN,
+    GNN,
+    BatchNorm,
+    ConvSpec,
+    GATConv,
+    GCNConv,
+    GINConv,
+    GraphSAGE,
+    SAGEConv,
+)
 
 F_IN, EDGE_DIM, N_CLASSES = 5, 3, 4
 

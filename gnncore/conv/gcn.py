@@ -15,7 +15,6 @@ Shapes: ``x`` ``(|V|, F_in)``, ``edge_index`` ``(2, |E|)``, ``edge_weight``
 from __future__ import annotations
 
 import jax
-import jax.numpy as jnp
 from flax import nnx
 
 from gnncore.inits import linear, zeros
