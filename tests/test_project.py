@@ -50,3 +50,15 @@ def test_requirements_pin_the_stack():
     assert pins["streamlit"] == "1.67.0"
     assert pins["networkx"] == "3.6.1"
     assert pins["plotly"] == "7.1.0"
+
+
+def test_code_passes_ruff():
+    import shutil
+    import subprocess
+
+    ruff = shutil.which("ruff")
+    assert ruff, "ruff is in requirements-test.txt"
+    result = subprocess.run([ruff, "check", "--quiet", "gnncore", "explorer", "tests",
+                             "benchmarks", "streamlit_app.py"], cwd=REPO,
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -1,0 +1,166 @@
+"""Shared helpers for the benchmarks: the graphs, timing and table printing.
+
+Benchmark-only code; the library (``gnncore``) never imports it.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+CORA_PATH = REPO.parent / "shared" / "datasets" / "cora.npz"
+
+
+@dataclass
+class GraphData:
+    """One benchmark graph as host arrays (edges sorted by target, then source)."""
+
+    name: str
+    x: np.ndarray           # float32 [N, F]
+    edge_index: np.ndarray  # int32 [2, E], sorted by (target, source)
+    y: np.ndarray           # int32 [N]
+    num_classes: int
+    source: str             # where it came from, for the report
+
+    @property
+    def num_nodes(self) -> int:
+        return self.x.shape[0]
+
+    @property
+    def num_edges(self) -> int:
+        return self.edge_index.shape[1]
+
+    @property
+    def num_features(self) -> int:
+        return self.x.shape[1]
+
+
+def sort_by_target(edge_index: np.ndarray) -> np.ndarray:
+    """The order ``gnncore.Graph.from_arrays`` uses: by target, then source."""
+    order = np.lexsort((edge_index[0], edge_index[1]))
+    return np.ascontiguousarray(edge_index[:, order]).astype(np.int32)
+
+
+def random_graph(num_nodes: int, num_edges: int, num_features: int, num_classes: int,
+                 *, seed: int = 0, name: str = "random") -> GraphData:
+    """Uniform random directed edges (no self-loops; duplicates possible),
+    standard-normal features, uniform labels. Seeded numpy, so every framework
+    gets the same graph."""
+    rng = np.random.default_rng(seed)
+    src = rng.integers(0, num_nodes, num_edges)
+    # A shift in [1, N) keeps the target different from the source.
+    dst = (src + rng.integers(1, num_nodes, num_edges)) % num_nodes
+    edge_index = sort_by_target(np.stack([src, dst]))
+    x = rng.standard_normal((num_nodes, num_features), dtype=np.float32)
+    y = rng.integers(0, num_classes, num_nodes).astype(np.int32)
+    return GraphData(name, x, edge_index, y, num_classes,
+                     f"random (seed {seed})")
+
+
+def load_cora(path: Path = CORA_PATH, *, seed: int = 1) -> GraphData:
+    """The real Cora graph when ``../shared/datasets/cora.npz`` exists, else a
+    random graph of the same shape (2708 nodes, 10556 edges, 1433 features,
+    7 classes)."""
+    if path.exists():
+        with np.load(path, allow_pickle=False) as d:
+            ei = np.asarray(d["edge_index"], dtype=np.int64)
+            if bool(d["undirected"]):
+                ei = np.concatenate([ei, ei[::-1]], axis=1)
+            x = np.asarray(d["x"], dtype=np.float32)
+            y = np.asarray(d["y"], dtype=np.int32)
+        if (y < 0).any():  # all Cora nodes are labelled; guard anyway
+            y = np.where(y < 0, 0, y).astype(np.int32)
+        return GraphData("cora", x, sort_by_target(ei), y, int(y.max()) + 1,
+                         f"real Cora ({path.name})")
+    g = random_graph(2708, 10556, 1433, 7, seed=seed, name="cora")
+    g.source = f"random graph of Cora's shape (seed {seed}; {path} not found)"
+    return g
+
+
+def shapes(names: list[str]) -> list[GraphData]:
+    out = []
+    for n in names:
+        if n == "random":
+            out.append(random_graph(10_000, 100_000, 128, 16, seed=0))
+        elif n == "cora":
+            out.append(load_cora())
+        else:
+            raise SystemExit(f"unknown shape {n!r}; choose from random, cora")
+    return out
+
+
+def median_ms(times_s: list[float]) -> float:
+    return 1e3 * statistics.median(times_s)
+
+
+def timeit(fn, sync, *, steps: int, warmup: int) -> list[float]:
+    """Call ``fn`` ``warmup`` times, then time ``steps`` calls one by one
+    (each followed by ``sync`` on its result). Returns seconds per call."""
+    for _ in range(warmup):
+        sync(fn())
+    times = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        sync(fn())
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+def print_table(headers: list[str], rows: list[list], *, title: str | None = None) -> None:
+    cells = [[str(c) for c in r] for r in rows]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h)
+              for i, h in enumerate(headers)]
+    if title:
+        print(f"\n{title}")
+    print("| " + " | ".join(h.ljust(w) for h, w in zip(headers, widths)) + " |")
+    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    for r in cells:
+        print("| " + " | ".join(c.rjust(w) if _numeric(c) else c.ljust(w)
+                                for c, w in zip(r, widths)) + " |")
+
+
+def _numeric(s: str) -> bool:
+    try:
+        float(s.rstrip("x"))
+        return True
+    except ValueError:
+        return False
+
+
+def machine_info() -> dict[str, str]:
+    model = platform.processor() or "?"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = "?"
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal"):
+                mem = f"{int(line.split()[1]) / 2**20:.1f} GiB"
+                break
+    except OSError:
+        pass
+    return {"cpu": model, "cores": str(os.cpu_count()), "memory": mem,
+            "python": platform.python_version()}
+
+
+def versions(mods: list[str]) -> dict[str, str]:
+    import importlib.metadata as md
+    out = {}
+    for m in mods:
+        try:
+            out[m] = md.version(m)
+        except md.PackageNotFoundError:
+            out[m] = "not installed"
+    return out
