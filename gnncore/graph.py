@@ -19,10 +19,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from gnncore.sparse import Adjacency
+
 __all__ = ["Graph", "from_networkx", "to_networkx"]
 
 _DATA_FIELDS = ("x", "edge_index", "edge_weight", "edge_attr", "y",
                 "train_mask", "val_mask", "test_mask")
+_PYTREE_FIELDS = _DATA_FIELDS + ("adj",)
 _META_FIELDS = ("num_nodes", "num_edges", "edges_sorted")
 
 
@@ -39,6 +42,9 @@ class Graph:
         train_mask, val_mask, test_mask: ``[num_nodes]`` bool or ``None``.
         num_nodes, num_edges: static sizes.
         edges_sorted: static; True when edges are sorted by target (then source).
+        adj: the same edges as an :class:`~gnncore.sparse.Adjacency` (CSR both
+            ways) when they are sorted; pass ``graph.adj`` instead of
+            ``graph.edge_index`` to any layer for the fused sum/mean kernel.
 
     Build one with :meth:`Graph.from_arrays`; the constructor itself does no
     checking, so that JAX can rebuild the pytree inside transformations.
@@ -55,6 +61,7 @@ class Graph:
     num_nodes: int = 0
     num_edges: int = 0
     edges_sorted: bool = False
+    adj: Any = None
 
     # ------------------------------------------------------------------ build
     @classmethod
@@ -145,16 +152,18 @@ class Graph:
             ei = ei[:, order]
             ew = None if ew is None else ew[order]
             ea = None if ea is None else ea[order]
-        sorted_ = bool(num_edges == 0 or np.all(np.diff(ei[1]) >= 0))
+        sorted_ = bool(num_edges == 0 or np.all(np.diff(ei[1] * num_nodes + ei[0]) >= 0))
+        adj = Adjacency.from_edge_index(ei, num_nodes) if sorted_ else None
 
         def dev(a):
             return None if a is None else jnp.asarray(a)
 
-        return cls(x=dev(xs), edge_index=jnp.asarray(ei.astype(np.int32)),
+        edge_index = jnp.asarray(ei.astype(np.int32)) if adj is None else adj.edge_index
+        return cls(x=dev(xs), edge_index=edge_index,
                    edge_weight=dev(ew), edge_attr=dev(ea), y=dev(ys),
                    train_mask=dev(masks["train_mask"]), val_mask=dev(masks["val_mask"]),
                    test_mask=dev(masks["test_mask"]), num_nodes=num_nodes,
-                   num_edges=num_edges, edges_sorted=sorted_)
+                   num_edges=num_edges, edges_sorted=sorted_, adj=adj)
 
     # ------------------------------------------------------------ properties
     @property
@@ -168,7 +177,8 @@ class Graph:
         return int(np.max(np.asarray(self.y), initial=-1)) + 1
 
     def replace(self, **changes) -> Graph:
-        """A copy with some fields replaced (no validation; see ``from_arrays``)."""
+        """A copy with some fields replaced. No validation, and ``adj`` is not
+        rebuilt: for new edges use ``from_arrays``."""
         return dataclasses.replace(self, **changes)
 
     def __repr__(self) -> str:
@@ -196,7 +206,7 @@ class Graph:
 
 
 jax.tree_util.register_dataclass(
-    Graph, data_fields=list(_DATA_FIELDS), meta_fields=list(_META_FIELDS))
+    Graph, data_fields=list(_PYTREE_FIELDS), meta_fields=list(_META_FIELDS))
 
 
 # ---------------------------------------------------------------- networkx

@@ -30,6 +30,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from gnncore.segment import AGGREGATIONS, segment_reduce
+from gnncore.sparse import Adjacency
 
 __all__ = ["MessagePassing"]
 
@@ -92,11 +93,16 @@ class MessagePassing(nnx.Module):
         """Post-process the aggregated messages (default: identity)."""
         return aggr_out
 
-    def message_and_aggregate(self, edge_index, x_src, x_dst, num_nodes: int, **kwargs):
+    def message_and_aggregate(self, adj: Adjacency, x_src, x_dst, num_nodes: int,
+                              **kwargs):
         """Optional fused replacement for ``message`` + ``aggregate``.
 
-        A subclass that overrides this skips the generic gather/reduce path; it
-        receives the keywords passed to ``propagate``.
+        Used when ``propagate`` gets an :class:`Adjacency` instead of a plain
+        ``edge_index`` and the aggregation is ``sum``/``mean`` (linear, so a CSR
+        product can do it, see :func:`gnncore.sparse.spmm`). It receives the
+        keywords passed to ``propagate`` and must return what ``aggregate``
+        would have. Other aggregations, and plain edge lists, take the generic
+        path, so the fused result must equal it.
         """
         raise NotImplementedError
 
@@ -106,7 +112,8 @@ class MessagePassing(nnx.Module):
         """Run message → aggregate → update over ``edge_index`` ([2, E]).
 
         Arguments:
-            edge_index: source in row 0, target in row 1.
+            edge_index: source in row 0, target in row 1; or an
+                :class:`Adjacency` (enables the fused sum/mean kernel).
             x: node features ``[N, F]``, or a pair ``(x_src, x_dst)`` for a
                 bipartite graph (``x_dst`` may be ``None`` if ``size`` is given).
             size: ``(num_src, num_dst)``; by default taken from the static
@@ -126,8 +133,12 @@ class MessagePassing(nnx.Module):
             raise ValueError(
                 "cannot tell the number of target nodes: pass size=(num_src, num_dst) "
                 "to propagate, or target features x=(x_src, x_dst)")
-        if self._fused:
-            out = self.message_and_aggregate(edge_index, x_src, x_dst, num_dst, **kwargs)
+        adj = edge_index if isinstance(edge_index, Adjacency) else None
+        if adj is not None:
+            edge_index = adj.edge_index
+            indices_are_sorted = True
+        if adj is not None and self._fused and self.aggr in ("sum", "add", "mean"):
+            out = self.message_and_aggregate(adj, x_src, x_dst, num_dst, **kwargs)
         else:
             src, dst = edge_index[0], edge_index[1]
             args = {}

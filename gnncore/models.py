@@ -19,6 +19,7 @@ from flax import nnx
 from gnncore.conv import GATConv, GCNConv, GINConv, SAGEConv
 from gnncore.inits import linear
 from gnncore.norm import BatchNorm
+from gnncore.sparse import as_dense
 
 __all__ = ["ACTIVATIONS", "CONV_TYPES", "ConvSpec", "GAT", "GCN", "GIN", "GNN",
            "GraphSAGE", "build_conv"]
@@ -147,7 +148,7 @@ class GNN(nnx.Module):
                     h = self.norms[i](h)
                 h = act(h)
                 if self.residual and h.shape == x.shape:
-                    h = h + x
+                    h = h + as_dense(x)
                 if self.dropout is not None:
                     h = self.dropout(h)
             hidden.append(h)

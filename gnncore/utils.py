@@ -13,11 +13,17 @@ from gnncore.segment import segment_sum
 
 __all__ = [
     "add_remaining_self_loops",
+    "as_edge_index",
     "add_self_loops",
     "degree",
     "gcn_norm",
     "is_self_loop",
 ]
+
+
+def as_edge_index(edge_index):
+    """The ``[2, E]`` array of an ``edge_index`` or of an :class:`Adjacency`."""
+    return getattr(edge_index, "edge_index", edge_index)
 
 
 def degree(index, num_nodes: int, *, edge_weight=None, dtype=jnp.float32):

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from gnncore import MessagePassing
+from gnncore import Adjacency, MessagePassing
 
 EI = jnp.array([[0, 1, 2, 2], [1, 2, 0, 1]])
 X = jnp.arange(6.0).reshape(3, 2)
@@ -90,15 +90,22 @@ class Fused(MessagePassing):
     def message(self, x_j):
         raise AssertionError("the fused path must skip message()")
 
-    def message_and_aggregate(self, edge_index, x_src, x_dst, num_nodes, weight):
-        dense = jnp.zeros((num_nodes, x_src.shape[0])).at[edge_index[1], edge_index[0]].add(
-            weight)
+    def message_and_aggregate(self, adj, x_src, x_dst, num_nodes, weight):
+        src, dst = adj.edge_index
+        dense = jnp.zeros((num_nodes, x_src.shape[0])).at[dst, src].add(weight)
         return dense @ x_src
 
 
-def test_fused_message_and_aggregate_hook():
-    out = np.asarray(Fused()(X, EI))
+def test_fused_hook_runs_for_an_adjacency_and_equals_the_generic_path():
+    order = np.lexsort((np.asarray(EI[0]), np.asarray(EI[1])))
+    adj = Adjacency.from_edge_index(np.asarray(EI)[:, order], 3)
+    out = np.asarray(Fused()(X, adj))
     np.testing.assert_allclose(out, 2 * dense_neighbours(X, EI, 3, "sum"))
+    with pytest.raises(AssertionError, match="must skip message"):
+        Fused()(X, EI)  # a plain edge list takes the generic path
+    # max is not linear: even with an Adjacency it takes the generic path.
+    maxed = Neighbours("max")(X, adj)
+    np.testing.assert_allclose(np.asarray(maxed), dense_neighbours(X, EI, 3, "max"))
 
 
 def test_message_passing_is_an_nnx_module_and_jits():

@@ -11,7 +11,8 @@ r"""GATConv: graph attention (Veličković et al., 2018).
 
 (heads averaged instead of concatenated with ``concat=False``).
 
-Shapes: ``x`` ``(|V|, F_in)`` or a bipartite pair, ``edge_index`` ``(2, |E|)``,
+Shapes: ``x`` ``(|V|, F_in)`` or a bipartite pair, ``edge_index`` ``(2, |E|)``
+(or an :class:`~gnncore.sparse.Adjacency`, whose edge list is used),
 ``edge_attr`` ``(|E|, D)`` optional → ``(|V|, H * F_out)`` (concat) or
 ``(|V|, F_out)``.
 """
@@ -25,7 +26,8 @@ from flax import nnx
 from gnncore.inits import glorot, linear, zeros
 from gnncore.message_passing import MessagePassing
 from gnncore.segment import segment_softmax, segment_sum
-from gnncore.utils import is_self_loop
+from gnncore.sparse import apply_linear
+from gnncore.utils import as_edge_index, is_self_loop
 
 __all__ = ["GATConv"]
 
@@ -88,18 +90,21 @@ class GATConv(MessagePassing):
     def __call__(self, x, edge_index, edge_attr=None, *,
                  return_attention_weights: bool = False):
         H, C = self.heads, self.out_features
+        # Attention needs per-edge logits: GAT runs on the edge list (an
+        # Adjacency contributes its sorted edges).
+        edge_index = as_edge_index(edge_index)
         if isinstance(x, (tuple, list)):
             x_src_in, x_dst_in = x
             lin_src = self.lin_src if self.lin is None else self.lin
             lin_dst = self.lin_dst if self.lin is None else self.lin
-            h_src = lin_src(x_src_in).reshape(x_src_in.shape[0], H, C)
+            h_src = apply_linear(lin_src, x_src_in).reshape(x_src_in.shape[0], H, C)
             h_dst = (None if x_dst_in is None
-                     else lin_dst(x_dst_in).reshape(x_dst_in.shape[0], H, C))
+                     else apply_linear(lin_dst, x_dst_in).reshape(x_dst_in.shape[0], H, C))
         else:
             if self.lin is None:
                 raise ValueError("this GATConv was built for a bipartite input: pass "
                                  "x=(x_src, x_dst)")
-            h_src = h_dst = self.lin(x).reshape(x.shape[0], H, C)
+            h_src = h_dst = apply_linear(self.lin, x).reshape(x.shape[0], H, C)
         if h_dst is None:
             raise ValueError("GATConv needs target features: pass x=(x_src, x_dst)")
         num_dst = h_dst.shape[0]

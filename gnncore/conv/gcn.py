@@ -8,18 +8,21 @@ r"""GCNConv: the graph convolution of Kipf & Welling (2017).
 
 where :math:`A_{ij}` is the weight of edge :math:`j \to i` (1 by default).
 
-Shapes: ``x`` ``(|V|, F_in)``, ``edge_index`` ``(2, |E|)``, ``edge_weight``
+Shapes: ``x`` ``(|V|, F_in)``, ``edge_index`` ``(2, |E|)`` (or an
+:class:`~gnncore.sparse.Adjacency` for the fused CSR kernel), ``edge_weight``
 ``(|E|,)`` optional → ``(|V|, F_out)``.
 """
 
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 from flax import nnx
 
 from gnncore.inits import linear, zeros
 from gnncore.message_passing import MessagePassing
-from gnncore.utils import gcn_norm
+from gnncore.sparse import Adjacency, apply_linear, spmm
+from gnncore.utils import as_edge_index, gcn_norm
 
 __all__ = ["GCNCache", "GCNConv"]
 
@@ -61,30 +64,51 @@ class GCNConv(MessagePassing):
         self.add_self_loops, self.normalize = add_self_loops, normalize
         self.lin = linear(in_features, out_features, bias=False, init="glorot", rngs=rngs)
         self.bias = nnx.Param(zeros(rngs.params(), (out_features,))) if bias else None
+        # Filled by precompute_norm: (edge_index, weights) for an edge list, or
+        # (None, off-diagonal weights, self-loop weights) for an Adjacency.
         self._cache_index = GCNCache(None)
         self._cache_weight = GCNCache(None)
+        self._cache_loop = GCNCache(None)
         self._cache_num_nodes = -1
 
     def precompute_norm(self, edge_index, num_nodes: int, edge_weight=None) -> None:
-        """Fill the cache (eagerly, outside any jit) for ``cached=True``."""
-        if isinstance(edge_index, jax.core.Tracer):
+        """Fill the cache (eagerly, outside any jit) for ``cached=True``.
+
+        ``edge_index`` may be an edge list or an :class:`Adjacency`; later calls
+        must pass the same kind.
+        """
+        if isinstance(as_edge_index(edge_index), jax.core.Tracer):
             raise ValueError("GCNConv.precompute_norm must run eagerly, outside jit: "
                              "call it once before the compiled step")
-        index, weight = self._normalise(edge_index, edge_weight, int(num_nodes))
+        index, weight, loop = self._normalise(edge_index, edge_weight, int(num_nodes))
         self._cache_index.set_value(index)
         self._cache_weight.set_value(weight)
+        self._cache_loop.set_value(loop)
         self._cache_num_nodes = int(num_nodes)
 
     def _normalise(self, edge_index, edge_weight, num_nodes):
+        """``(edge_index, weight, loop_weight)``: with an Adjacency the self-loops
+        stay out of the edge list and become a diagonal term (``loop_weight``)."""
+        adj = edge_index if isinstance(edge_index, Adjacency) else None
+        index = as_edge_index(edge_index)
         if self.normalize:
-            return gcn_norm(edge_index, num_nodes, edge_weight=edge_weight,
-                            improved=self.improved, add_self_loops=self.add_self_loops)
-        return edge_index, edge_weight
+            index, weight = gcn_norm(index, num_nodes, edge_weight=edge_weight,
+                                     improved=self.improved,
+                                     add_self_loops=self.add_self_loops)
+        else:
+            weight = edge_weight
+        if adj is None:
+            return index, weight, None
+        n_edges = adj.num_edges
+        if weight is None:
+            weight = jnp.ones((n_edges,), jnp.float32)
+        loop = weight[n_edges:] if weight.shape[0] > n_edges else None
+        return None, weight[:n_edges], loop
 
     def __call__(self, x, edge_index, edge_weight=None):
         num_nodes = x.shape[0]
         if self.cached and self.normalize:
-            if self._cache_index.get_value() is None:
+            if self._cache_weight.get_value() is None:
                 raise ValueError("GCNConv(cached=True) has an empty cache: call "
                                  "layer.precompute_norm(edge_index, num_nodes) eagerly "
                                  "before the first forward pass")
@@ -92,16 +116,28 @@ class GCNConv(MessagePassing):
                 raise ValueError(
                     f"GCNConv cache was computed for {self._cache_num_nodes} nodes but x "
                     f"has {num_nodes}: call precompute_norm again for the new graph")
-            edge_index, edge_weight = (self._cache_index.get_value(),
-                                       self._cache_weight.get_value())
+            index, weight, loop = (self._cache_index.get_value(),
+                                   self._cache_weight.get_value(),
+                                   self._cache_loop.get_value())
+            if (index is None) != isinstance(edge_index, Adjacency):
+                raise ValueError("GCNConv cache was filled for a different kind of "
+                                 "edge input (edge_index vs Adjacency): pass the same kind")
         else:
-            edge_index, edge_weight = self._normalise(edge_index, edge_weight, num_nodes)
+            index, weight, loop = self._normalise(edge_index, edge_weight, num_nodes)
         # Transform first: aggregation then runs on F_out features, not F_in.
-        h = self.lin(x)
-        out = self.propagate(edge_index, h, edge_weight=edge_weight)
+        h = apply_linear(self.lin, x)
+        if index is None:  # Adjacency: fused CSR product plus the diagonal term
+            out = self.propagate(edge_index, h, edge_weight=weight)
+            if loop is not None:
+                out = out + loop[:, None] * h
+        else:
+            out = self.propagate(index, h, edge_weight=weight)
         if self.bias is not None:
             out = out + self.bias[...]
         return out
 
     def message(self, x_j, edge_weight=None):
         return x_j if edge_weight is None else edge_weight[:, None] * x_j
+
+    def message_and_aggregate(self, adj, x_src, x_dst, num_nodes, edge_weight=None):
+        return spmm(adj, edge_weight, x_src)

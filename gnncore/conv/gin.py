@@ -5,6 +5,7 @@ r"""GINConv: the graph isomorphism network layer (Xu et al., 2019).
     \sum_{j \in \mathcal{N}(i)} \mathbf{x}_j\Big)
 
 Shapes: ``x`` ``(|V|, F_in)`` or a bipartite pair, ``edge_index`` ``(2, |E|)``
+or an :class:`~gnncore.sparse.Adjacency` (fused CSR kernel for sum/mean)
 → ``(|V|, F_out)``.
 """
 
@@ -17,6 +18,7 @@ from flax import nnx
 
 from gnncore.inits import linear
 from gnncore.message_passing import MessagePassing
+from gnncore.sparse import as_dense, spmm
 
 __all__ = ["GINConv", "MLP"]
 
@@ -71,6 +73,10 @@ class GINConv(MessagePassing):
 
     def __call__(self, x, edge_index):
         x_src, x_dst = x if isinstance(x, (tuple, list)) else (x, x)
+        x_src, x_dst = as_dense(x_src), as_dense(x_dst)  # GIN sums raw features
         out = self.propagate(edge_index, (x_src, x_dst))
         eps = self.eps[...] if self.train_eps else self.eps
         return self.nn(out + (1.0 + eps) * x_dst)
+
+    def message_and_aggregate(self, adj, x_src, x_dst, num_nodes):
+        return spmm(adj, None, x_src)

@@ -7,6 +7,7 @@ r"""SAGEConv: GraphSAGE (Hamilton et al., 2017).
 with optional L2 normalisation of the output.
 
 Shapes: ``x`` ``(|V|, F_in)`` or a bipartite pair, ``edge_index`` ``(2, |E|)``
+or an :class:`~gnncore.sparse.Adjacency` (fused CSR kernel for sum/mean)
 → ``(|V|, F_out)``.
 """
 
@@ -17,6 +18,7 @@ from flax import nnx
 
 from gnncore.inits import linear
 from gnncore.message_passing import MessagePassing
+from gnncore.sparse import apply_linear, as_dense, spmm
 
 __all__ = ["SAGEConv"]
 
@@ -51,7 +53,7 @@ class SAGEConv(MessagePassing):
     def __call__(self, x, edge_index):
         x_src, x_dst = x if isinstance(x, (tuple, list)) else (x, x)
         if self.lin is not None:
-            x_src = nnx.relu(self.lin(x_src))
+            x_src = nnx.relu(apply_linear(self.lin, x_src))
         size = (x_src.shape[0], x_dst.shape[0]) if x_dst is not None else None
         if size is None:
             raise ValueError("SAGEConv needs target features: pass x=(x_src, x_dst)")
@@ -63,10 +65,16 @@ class SAGEConv(MessagePassing):
             if self.lin_l.bias is not None:
                 out = out + self.lin_l.bias[...]
         else:
-            out = self.lin_l(self.propagate(edge_index, (x_src, None), size=size))
+            out = self.lin_l(self.propagate(edge_index, (as_dense(x_src), None), size=size))
         if self.lin_r is not None:
-            out = out + self.lin_r(x_dst)
+            out = out + apply_linear(self.lin_r, x_dst)
         if self.normalize:
             norm = jnp.sqrt(jnp.sum(out * out, axis=-1, keepdims=True))
             out = out / jnp.maximum(norm, 1e-12)
+        return out
+
+    def message_and_aggregate(self, adj, x_src, x_dst, num_nodes):
+        out = spmm(adj, None, x_src)
+        if self.aggr == "mean":
+            out = out / jnp.maximum(adj.in_degree(), 1.0)[:, None]
         return out

@@ -1,0 +1,170 @@
+"""The CSR path: ``spmm`` against segment_sum, ``Adjacency`` validation, and every
+layer and model giving the same outputs and gradients with ``graph.adj`` as with
+``graph.edge_index``."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+from zoo import LAYERS, MODELS, build, sample_inputs
+
+from gnncore import Adjacency, GCNConv, Graph, SparseFeatures, segment_sum, spmm
+
+ALL = {**{f"layer:{k}": v for k, v in LAYERS.items() if k != "batch_norm"},
+       **{f"model:{k}": v for k, v in MODELS.items()}}
+
+
+def sorted_edges(rng, n_src, n_dst, e):
+    ei = np.stack([rng.integers(0, n_src, e), rng.integers(0, n_dst, e)])
+    return ei[:, np.lexsort((ei[0], ei[1]))]
+
+
+def reference(ei, values, h, n_dst):
+    msg = jnp.take(h, jnp.asarray(ei[0]), axis=0)
+    if values is not None:
+        msg = msg * values.reshape(values.shape + (1,) * (msg.ndim - values.ndim))
+    return segment_sum(msg, jnp.asarray(ei[1]), n_dst)
+
+
+@pytest.mark.parametrize("case", ["none", "edge", "heads", "bipartite", "empty"])
+def test_spmm_matches_segment_sum_with_gradients(case):
+    rng = np.random.default_rng(0)
+    n_src, n_dst, e = (6, 4, 15) if case == "bipartite" else (7, 7, 0 if case == "empty" else 25)
+    ei = sorted_edges(rng, n_src, n_dst, e)
+    adj = Adjacency.from_edge_index(ei, size=(n_src, n_dst))
+    h = jnp.asarray(rng.normal(size=(n_src, 2, 3) if case == "heads" else (n_src, 3)),
+                    jnp.float32)
+    values = {"none": None, "heads": rng.normal(size=(e, 2))}.get(case, rng.normal(size=e))
+    values = None if values is None else jnp.asarray(values, jnp.float32)
+    np.testing.assert_allclose(np.asarray(spmm(adj, values, h)),
+                               np.asarray(reference(ei, values, h, n_dst)), atol=1e-5)
+    probe = jnp.asarray(rng.normal(size=(n_dst,) + h.shape[1:]), jnp.float32)
+
+    def loss(fn, v, x):
+        return jnp.sum(fn(v, x) * probe)
+
+    fast = jax.jit(jax.grad(lambda v, x: loss(lambda a, b: spmm(adj, a, b), v, x),
+                            argnums=(0, 1) if values is not None else 1))
+    slow = jax.grad(lambda v, x: loss(lambda a, b: reference(ei, a, b, n_dst), v, x),
+                    argnums=(0, 1) if values is not None else 1)
+    for a, b in zip(jax.tree.leaves(fast(values, h)), jax.tree.leaves(slow(values, h))):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-5)
+
+
+def test_adjacency_structure_and_validation():
+    ei = np.array([[1, 2, 0, 0], [0, 0, 1, 2]])
+    adj = Adjacency.from_edge_index(ei, 3)
+    assert np.asarray(adj.indptr).tolist() == [0, 2, 3, 4]
+    assert np.asarray(adj.t_indptr).tolist() == [0, 2, 3, 4]
+    assert np.asarray(adj.edge_index)[:, np.asarray(adj.perm)].tolist() == [[0, 0, 1, 2],
+                                                                             [1, 2, 0, 0]]
+    assert np.asarray(adj.in_degree()).tolist() == [2, 1, 1]
+    with pytest.raises(ValueError, match="sorted by target, then source"):
+        Adjacency.from_edge_index(ei[:, ::-1], 3)
+    with pytest.raises(ValueError, match="out of range"):
+        Adjacency.from_edge_index(ei, 2)
+    with pytest.raises(ValueError, match="outside jit"):
+        jax.jit(lambda e: Adjacency.from_edge_index(e, 3).indptr)(jnp.asarray(ei))
+
+
+def test_graph_carries_its_adjacency():
+    x, ei, ew, _ = sample_inputs()
+    g = Graph.from_arrays(ei, x, edge_weight=ew)
+    assert g.adj.edge_index is g.edge_index and g.adj.num_dst == g.num_nodes
+    assert Graph.from_arrays(ei, x, sort_edges=False).adj is None
+
+
+def graphs():
+    x, ei, ew, ea = sample_inputs()
+    rng = np.random.default_rng(3)
+    yield "sample", Graph.from_arrays(ei, x, edge_weight=ew, edge_attr=ea)
+    yield "no_edges", Graph.from_arrays(np.zeros((2, 0), int), x[:4],
+                                        edge_weight=np.zeros(0), edge_attr=np.zeros((0, 3)))
+    yield "one_node_loop", Graph.from_arrays([[0], [0]], x[:1], edge_weight=[2.0],
+                                             edge_attr=rng.normal(size=(1, 3)))
+
+
+GRAPHS = dict(graphs())
+
+
+def _build_for(name, graph, edges):
+    module, call = build(ALL[name])
+    if isinstance(module, GCNConv) and module.cached:
+        module.precompute_norm(edges, graph.num_nodes)
+    return module, call
+
+
+@pytest.mark.parametrize("graph_name", sorted(GRAPHS))
+@pytest.mark.parametrize("name", sorted(ALL))
+def test_adjacency_path_equals_edge_list_path(name, graph_name):
+    g = GRAPHS[graph_name]
+    results = []
+    for edges in (g.edge_index, g.adj):
+        module, call = _build_for(name, g, edges)
+        module.eval()
+        probe = jnp.asarray(np.random.default_rng(1).normal(size=(g.num_nodes, 64)))
+
+        def loss_fn(m, edges=edges, call=call, probe=probe):
+            out = call(m, g.x, edges, g.edge_weight, g.edge_attr)
+            return jnp.sum(out * probe[:, :out.shape[1]]), out
+
+        (_, out), grads = nnx.jit(nnx.value_and_grad(loss_fn, has_aux=True))(module)
+        results.append((out, grads))
+    (out_a, grads_a), (out_b, grads_b) = results
+    np.testing.assert_allclose(np.asarray(out_b), np.asarray(out_a), atol=1e-5)
+    for (path, a), (_, b) in zip(nnx.to_flat_state(grads_a), nnx.to_flat_state(grads_b)):
+        np.testing.assert_allclose(np.asarray(b.get_value()), np.asarray(a.get_value()),
+                                   atol=1e-5, err_msg=str(path))
+
+
+@pytest.mark.parametrize("name, fused", [("gcn", True), ("gcn_raw", True),
+                                         ("sage_mean", True), ("sage_sum_project", True),
+                                         ("gin", True), ("sage_max_normalize", False)])
+def test_linear_aggregations_use_the_csr_kernel(name, fused):
+    g = GRAPHS["sample"]
+    module, call = build(LAYERS[name])
+    jaxpr = str(jax.make_jaxpr(lambda x: call(module, x, g.adj, g.edge_weight, None))(g.x))
+    assert ("bcsr_dot_general" in jaxpr) == fused
+    jaxpr = str(jax.make_jaxpr(lambda x: call(module, x, g.edge_index, g.edge_weight,
+                                              None))(g.x))
+    assert "bcsr_dot_general" not in jaxpr
+
+
+def test_sparse_features_matmul_dense_and_validation():
+    rng = np.random.default_rng(0)
+    x = (rng.random((6, 9)) < 0.3) * rng.normal(size=(6, 9))
+    sx = SparseFeatures.from_dense(x)
+    kernel = jnp.asarray(rng.normal(size=(9, 4)), jnp.float32)
+    assert sx.shape == (6, 9)
+    np.testing.assert_allclose(np.asarray(sx @ kernel), x @ np.asarray(kernel), atol=1e-5)
+    np.testing.assert_allclose(np.asarray(sx.todense()), x, atol=1e-6)
+    g = jax.grad(lambda k: jnp.sum(jnp.sin(sx @ k)))(kernel)
+    g_ref = jax.grad(lambda k: jnp.sum(jnp.sin(jnp.asarray(x, jnp.float32) @ k)))(kernel)
+    np.testing.assert_allclose(np.asarray(g), np.asarray(g_ref), atol=1e-5)
+    with pytest.raises(ValueError, match="\\[num_nodes, F\\]"):
+        SparseFeatures.from_dense(np.ones(3))
+
+
+@pytest.mark.parametrize("name", sorted(ALL))
+def test_sparse_features_equal_dense_features(name):
+    g = GRAPHS["sample"]
+    rng = np.random.default_rng(5)
+    x = np.asarray(g.x) * (rng.random(g.x.shape) < 0.4)
+    results = []
+    for feats, edges in ((jnp.asarray(x), g.edge_index),
+                         (SparseFeatures.from_dense(x), g.adj)):
+        module, call = _build_for(name, g, edges)
+        module.eval()
+
+        def loss_fn(m, feats=feats, edges=edges, call=call):
+            out = call(m, feats, edges, g.edge_weight, g.edge_attr)
+            return jnp.sum(jnp.sin(out)), out
+
+        (_, out), grads = nnx.jit(nnx.value_and_grad(loss_fn, has_aux=True))(module)
+        results.append((out, grads))
+    (out_a, grads_a), (out_b, grads_b) = results
+    np.testing.assert_allclose(np.asarray(out_b), np.asarray(out_a), atol=1e-5)
+    for (path, a), (_, b) in zip(nnx.to_flat_state(grads_a), nnx.to_flat_state(grads_b)):
+        np.testing.assert_allclose(np.asarray(b.get_value()), np.asarray(a.get_value()),
+                                   atol=1e-5, err_msg=str(path))
