@@ -113,28 +113,38 @@ def _csr_matmul(values, cols, indptr, shape, h2):
     return jsparse.BCSR((values, cols, indptr), shape=shape, indices_sorted=True) @ h2
 
 
+def _heads(values, h, fn):
+    """Apply ``fn(values[:, k], h[:, k])`` per head and stack (the native CSR
+    kernel takes plain 2-D operands only)."""
+    return jnp.stack([fn(values[:, k], h[:, k]) for k in range(values.shape[1])], axis=1)
+
+
 @jax.custom_vjp
-def _spmm_2d(adj: Adjacency, values, h2):
+def _spmm_heads(adj: Adjacency, values, h):
+    """``values`` [E, H], ``h`` [N_src, H, C] -> [N_dst, H, C]."""
     src = adj.edge_index[0]
-    return _csr_matmul(values, src, adj.indptr, (adj.num_dst, adj.num_src), h2)
+    shape = (adj.num_dst, adj.num_src)
+    return _heads(values, h, lambda v, x: _csr_matmul(v, src, adj.indptr, shape, x))
 
 
-def _spmm_2d_fwd(adj, values, h2):
-    return _spmm_2d(adj, values, h2), (adj, values, h2)
+def _spmm_heads_fwd(adj, values, h):
+    return _spmm_heads(adj, values, h), (adj, values, h)
 
 
-def _spmm_2d_bwd(res, ct):
-    adj, values, h2 = res
+def _spmm_heads_bwd(res, ct):
+    adj, values, h = res
     src, dst = adj.edge_index[0], adj.edge_index[1]
+    cols, shape = dst[adj.perm], (adj.num_src, adj.num_dst)
     # d h = A^T @ ct: the same product over the source-sorted copy.
-    d_h = _csr_matmul(values[adj.perm], dst[adj.perm], adj.t_indptr,
-                      (adj.num_src, adj.num_dst), ct)
-    # d w_e = <ct[dst_e], h[src_e]>; XLA drops it when w needs no gradient.
-    d_values = jnp.sum(jnp.take(ct, dst, axis=0) * jnp.take(h2, src, axis=0), axis=-1)
+    d_h = _heads(values[adj.perm], ct,
+                 lambda v, c: _csr_matmul(v, cols, adj.t_indptr, shape, c))
+    # d w_e = <ct[dst_e], h[src_e]>, all heads in one pass; XLA drops it when
+    # the weights need no gradient.
+    d_values = jnp.sum(jnp.take(ct, dst, axis=0) * jnp.take(h, src, axis=0), axis=-1)
     return jax.tree.map(lambda _: None, adj), d_values, d_h
 
 
-_spmm_2d.defvjp(_spmm_2d_fwd, _spmm_2d_bwd)
+_spmm_heads.defvjp(_spmm_heads_fwd, _spmm_heads_bwd)
 
 
 def spmm(adj: Adjacency, values, h):
@@ -156,13 +166,14 @@ def spmm(adj: Adjacency, values, h):
     if values is None:
         values = jnp.ones((adj.num_edges,), dtype)
     values = values.astype(dtype)
-    if values.ndim == 1:
-        h2 = h.reshape(h.shape[0], -1) if h.ndim != 2 else h
-        out = _spmm_2d(adj, values, h2)
+    if values.ndim == 1:  # one head: features flattened to [N, F]
+        out = _spmm_heads(adj, values[:, None], h.reshape(h.shape[0], 1, -1))
         return out.reshape((adj.num_dst,) + h.shape[1:])
-    # One CSR product per head: the native kernel takes plain 2-D operands.
-    heads = [spmm(adj, values[:, k], h[:, k]) for k in range(values.shape[1])]
-    return jnp.stack(heads, axis=1)
+    if h.ndim == 2:
+        h = h[:, :, None]
+        return _spmm_heads(adj, values, h)[:, :, 0]
+    return _spmm_heads(adj, values, h.reshape(h.shape[0], h.shape[1], -1)).reshape(
+        (adj.num_dst,) + h.shape[1:])
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -120,14 +120,16 @@ def test_adjacency_path_equals_edge_list_path(name, graph_name):
 
 @pytest.mark.parametrize("name, fused", [("gcn", True), ("gcn_raw", True),
                                          ("sage_mean", True), ("sage_sum_project", True),
-                                         ("gin", True), ("sage_max_normalize", False)])
+                                         ("gin", True), ("gat", True), ("gat_edge_dim", True),
+                                         ("sage_max_normalize", False)])
 def test_linear_aggregations_use_the_csr_kernel(name, fused):
     g = GRAPHS["sample"]
     module, call = build(LAYERS[name])
-    jaxpr = str(jax.make_jaxpr(lambda x: call(module, x, g.adj, g.edge_weight, None))(g.x))
+    jaxpr = str(jax.make_jaxpr(lambda x: call(module, x, g.adj, g.edge_weight,
+                                              g.edge_attr))(g.x))
     assert ("bcsr_dot_general" in jaxpr) == fused
     jaxpr = str(jax.make_jaxpr(lambda x: call(module, x, g.edge_index, g.edge_weight,
-                                              None))(g.x))
+                                              g.edge_attr))(g.x))
     assert "bcsr_dot_general" not in jaxpr
 
 
@@ -168,3 +170,15 @@ def test_sparse_features_equal_dense_features(name):
     for (path, a), (_, b) in zip(nnx.to_flat_state(grads_a), nnx.to_flat_state(grads_b)):
         np.testing.assert_allclose(np.asarray(b.get_value()), np.asarray(a.get_value()),
                                    atol=1e-5, err_msg=str(path))
+
+
+def test_gat_attention_dropout_draws_the_same_masks_on_both_paths():
+    g = GRAPHS["sample"]
+    outs = []
+    for edges in (g.edge_index, g.adj):
+        module, call = build(LAYERS["gat_dropout"])
+        module.train()
+        outs.append([np.asarray(call(module, g.x, edges, None, None)) for _ in range(2)])
+    for a, b in zip(*outs):
+        np.testing.assert_allclose(b, a, atol=1e-5)
+    assert not np.allclose(outs[0][0], outs[0][1])  # a fresh mask each step

@@ -12,7 +12,8 @@ r"""GATConv: graph attention (Veličković et al., 2018).
 (heads averaged instead of concatenated with ``concat=False``).
 
 Shapes: ``x`` ``(|V|, F_in)`` or a bipartite pair, ``edge_index`` ``(2, |E|)``
-(or an :class:`~gnncore.sparse.Adjacency`, whose edge list is used),
+(or an :class:`~gnncore.sparse.Adjacency`: the neighbour sum then runs as CSR
+products),
 ``edge_attr`` ``(|E|, D)`` optional → ``(|V|, H * F_out)`` (concat) or
 ``(|V|, F_out)``.
 """
@@ -26,7 +27,7 @@ from flax import nnx
 from gnncore.inits import glorot, linear, zeros
 from gnncore.message_passing import MessagePassing
 from gnncore.segment import segment_softmax, segment_sum
-from gnncore.sparse import apply_linear
+from gnncore.sparse import Adjacency, apply_linear, spmm
 from gnncore.utils import as_edge_index, is_self_loop
 
 __all__ = ["GATConv"]
@@ -90,9 +91,11 @@ class GATConv(MessagePassing):
     def __call__(self, x, edge_index, edge_attr=None, *,
                  return_attention_weights: bool = False):
         H, C = self.heads, self.out_features
-        # Attention needs per-edge logits: GAT runs on the edge list (an
-        # Adjacency contributes its sorted edges).
+        # Attention logits and their softmax are per edge; with an Adjacency the
+        # weighted sum of neighbours then runs as CSR products (see below).
+        adj = edge_index if isinstance(edge_index, Adjacency) else None
         edge_index = as_edge_index(edge_index)
+        num_edges = edge_index.shape[1]
         if isinstance(x, (tuple, list)):
             x_src_in, x_dst_in = x
             lin_src = self.lin_src if self.lin is None else self.lin
@@ -138,7 +141,14 @@ class GATConv(MessagePassing):
         if self.dropout is not None:
             alpha = self.dropout(alpha)
 
-        out = self.propagate(edge_index, (h_src, h_dst), alpha=alpha)  # [N, H, C]
+        if adj is None:
+            out = self.propagate(edge_index, (h_src, h_dst), alpha=alpha)  # [N, H, C]
+        else:
+            # The input edges go through the fused kernel; the appended
+            # self-loops are a diagonal term, so the CSR structure is unchanged.
+            out = self.propagate(adj, (h_src, h_dst), alpha=alpha[:num_edges])
+            if self.add_self_loops:
+                out = out + alpha[num_edges:, :, None] * h_dst
         out = out.reshape(num_dst, H * C) if self.concat else out.mean(axis=1)
         if self.bias is not None:
             out = out + self.bias[...]
@@ -161,3 +171,6 @@ class GATConv(MessagePassing):
 
     def message(self, x_j, alpha):
         return alpha[..., None] * x_j
+
+    def message_and_aggregate(self, adj, x_src, x_dst, num_nodes, alpha):
+        return spmm(adj, alpha, x_src)
