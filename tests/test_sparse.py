@@ -95,27 +95,33 @@ def _build_for(name, graph, edges):
     return module, call
 
 
+def assert_same_outputs_and_gradients(name, g, inputs):
+    """Run the module of ``name`` (eval mode) on each ``(features, edges)`` pair in
+    ``inputs``; every run must give the first run's output and parameter gradients."""
+    results = []
+    for feats, edges in inputs:
+        module, call = _build_for(name, g, edges)
+        module.eval()
+
+        def loss_fn(m, feats=feats, edges=edges, call=call):
+            out = call(m, feats, edges, g.edge_weight, g.edge_attr)
+            return jnp.sum(jnp.sin(out)), out
+
+        (_, out), grads = nnx.jit(nnx.value_and_grad(loss_fn, has_aux=True))(module)
+        results.append((out, nnx.to_flat_state(grads)))
+    out_a, grads_a = results[0]
+    for out_b, grads_b in results[1:]:
+        np.testing.assert_allclose(np.asarray(out_b), np.asarray(out_a), atol=1e-5)
+        for (path, a), (_, b) in zip(grads_a, grads_b):
+            np.testing.assert_allclose(np.asarray(b.get_value()), np.asarray(a.get_value()),
+                                       atol=1e-5, err_msg=str(path))
+
+
 @pytest.mark.parametrize("graph_name", sorted(GRAPHS))
 @pytest.mark.parametrize("name", sorted(ALL))
 def test_adjacency_path_equals_edge_list_path(name, graph_name):
     g = GRAPHS[graph_name]
-    results = []
-    for edges in (g.edge_index, g.adj):
-        module, call = _build_for(name, g, edges)
-        module.eval()
-        probe = jnp.asarray(np.random.default_rng(1).normal(size=(g.num_nodes, 64)))
-
-        def loss_fn(m, edges=edges, call=call, probe=probe):
-            out = call(m, g.x, edges, g.edge_weight, g.edge_attr)
-            return jnp.sum(out * probe[:, :out.shape[1]]), out
-
-        (_, out), grads = nnx.jit(nnx.value_and_grad(loss_fn, has_aux=True))(module)
-        results.append((out, grads))
-    (out_a, grads_a), (out_b, grads_b) = results
-    np.testing.assert_allclose(np.asarray(out_b), np.asarray(out_a), atol=1e-5)
-    for (path, a), (_, b) in zip(nnx.to_flat_state(grads_a), nnx.to_flat_state(grads_b)):
-        np.testing.assert_allclose(np.asarray(b.get_value()), np.asarray(a.get_value()),
-                                   atol=1e-5, err_msg=str(path))
+    assert_same_outputs_and_gradients(name, g, [(g.x, g.edge_index), (g.x, g.adj)])
 
 
 @pytest.mark.parametrize("name, fused", [("gcn", True), ("gcn_raw", True),
@@ -153,23 +159,8 @@ def test_sparse_features_equal_dense_features(name):
     g = GRAPHS["sample"]
     rng = np.random.default_rng(5)
     x = np.asarray(g.x) * (rng.random(g.x.shape) < 0.4)
-    results = []
-    for feats, edges in ((jnp.asarray(x), g.edge_index),
-                         (SparseFeatures.from_dense(x), g.adj)):
-        module, call = _build_for(name, g, edges)
-        module.eval()
-
-        def loss_fn(m, feats=feats, edges=edges, call=call):
-            out = call(m, feats, edges, g.edge_weight, g.edge_attr)
-            return jnp.sum(jnp.sin(out)), out
-
-        (_, out), grads = nnx.jit(nnx.value_and_grad(loss_fn, has_aux=True))(module)
-        results.append((out, grads))
-    (out_a, grads_a), (out_b, grads_b) = results
-    np.testing.assert_allclose(np.asarray(out_b), np.asarray(out_a), atol=1e-5)
-    for (path, a), (_, b) in zip(nnx.to_flat_state(grads_a), nnx.to_flat_state(grads_b)):
-        np.testing.assert_allclose(np.asarray(b.get_value()), np.asarray(a.get_value()),
-                                   atol=1e-5, err_msg=str(path))
+    assert_same_outputs_and_gradients(
+        name, g, [(jnp.asarray(x), g.edge_index), (SparseFeatures.from_dense(x), g.adj)])
 
 
 def test_gat_attention_dropout_draws_the_same_masks_on_both_paths():
