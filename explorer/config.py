@@ -1,0 +1,169 @@
+"""One declarative, serialisable description of a run.
+
+The UI edits a :class:`RunConfig`, the URL and exported scripts serialise it,
+and the engine consumes it. ``to_dict``/``from_dict`` round-trip through plain
+JSON types; ``from_dict`` validates every field and names the bad one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from gnncore import ACTIVATIONS, CONV_TYPES
+
+__all__ = ["JIT_MODES", "LayerConfig", "OPTIMIZERS", "RunConfig"]
+
+#: The five ways the engine can run a training step, with a one-line lesson each.
+JIT_MODES = {
+    "eager": "No compilation: every operation is dispatched one at a time.",
+    "nnx.jit": "The step wrapped in nnx.jit: NNX state updates propagate out.",
+    "jax.jit": "The same mutating step under plain jax.jit: updates are silently lost "
+               "(frozen training).",
+    "functional": "nnx.split once, a jax.jit step that merges, updates and returns the "
+                  "state, threaded by the loop.",
+    "cached_partial": "nnx.cached_partial over an nnx.jit step: graph traversal cached "
+                      "across calls.",
+}
+
+OPTIMIZERS = ("adam", "adamw", "sgd")
+FEATURES = ("one_hot", "degree", "constant")
+
+
+@dataclasses.dataclass(frozen=True)
+class LayerConfig:
+    """One conv layer: its kind (``gcn``/``gat``/``sage``/``gin``), output width
+    and conv options (e.g. ``{"heads": 4}``)."""
+
+    kind: str = "gcn"
+    width: int = 16
+    options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    """Everything that determines a run (same config + seed → same losses).
+
+    Arguments:
+        graph: graph source name (``karate`` by default).
+        features: node features: ``one_hot``, ``degree`` or ``constant``.
+        layers: the conv stack; the last layer's width is replaced by the number
+            of classes unless ``head`` is set.
+        activation, dropout, batch_norm, residual, head: see ``gnncore.GNN``.
+        optimizer: ``adam``, ``adamw`` or ``sgd``; ``learning_rate``,
+            ``weight_decay``.
+        mode: one of :data:`JIT_MODES`.
+        seed: initial weights, dropout stream and split.
+        epochs: training steps of a full run.
+        train_per_class: labelled training nodes per class.
+    """
+
+    graph: str = "karate"
+    features: str = "one_hot"
+    layers: tuple[LayerConfig, ...] = (LayerConfig("gcn", 16), LayerConfig("gcn", 16))
+    activation: str = "relu"
+    dropout: float = 0.5
+    batch_norm: bool = False
+    residual: bool = False
+    head: bool = False
+    optimizer: str = "adam"
+    learning_rate: float = 0.01
+    weight_decay: float = 5e-4
+    mode: str = "nnx.jit"
+    seed: int = 0
+    epochs: int = 100
+    train_per_class: int = 4
+
+    def __post_init__(self):
+        _check(self.features in FEATURES, "features", f"choose one of {FEATURES}")
+        _check(len(self.layers) >= 1, "layers", "needs at least one layer")
+        for i, layer in enumerate(self.layers):
+            _check(isinstance(layer, LayerConfig), f"layers[{i}]", "must be a LayerConfig")
+            _check(layer.kind in CONV_TYPES, f"layers[{i}].kind",
+                   f"choose one of {sorted(CONV_TYPES)}")
+            _check(isinstance(layer.width, int) and 1 <= layer.width <= 1024,
+                   f"layers[{i}].width", "must be an integer from 1 to 1024")
+        _check(self.activation in ACTIVATIONS, "activation",
+               f"choose one of {sorted(ACTIVATIONS)}")
+        _check(0.0 <= self.dropout < 1.0, "dropout", "must be in [0, 1)")
+        _check(self.optimizer in OPTIMIZERS, "optimizer", f"choose one of {OPTIMIZERS}")
+        _check(self.learning_rate > 0, "learning_rate", "must be positive")
+        _check(self.weight_decay >= 0, "weight_decay", "must be >= 0")
+        _check(self.mode in JIT_MODES, "mode", f"choose one of {list(JIT_MODES)}")
+        _check(isinstance(self.seed, int) and self.seed >= 0, "seed",
+               "must be a non-negative integer")
+        _check(isinstance(self.epochs, int) and 1 <= self.epochs <= 100_000, "epochs",
+               "must be an integer from 1 to 100000")
+        _check(isinstance(self.train_per_class, int) and self.train_per_class >= 1,
+               "train_per_class", "must be a positive integer")
+
+    # ------------------------------------------------------------ serialise
+    def to_dict(self) -> dict:
+        data = dataclasses.asdict(self)
+        data["layers"] = [{"kind": la.kind, "width": la.width, "options": dict(la.options)}
+                          for la in self.layers]
+        return data
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RunConfig:
+        """Validate and build; unknown or ill-typed fields raise ``ValueError``
+        naming the field."""
+        if not isinstance(data, Mapping):
+            raise ValueError("config must be a JSON object")
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - set(fields))
+        _check(not unknown, ", ".join(unknown), "unknown config field")
+        kwargs = {}
+        for name, value in data.items():
+            if name == "layers":
+                _check(isinstance(value, list), "layers", "must be a list")
+                layers = []
+                for i, item in enumerate(value):
+                    _check(isinstance(item, Mapping), f"layers[{i}]", "must be an object")
+                    extra = sorted(set(item) - {"kind", "width", "options"})
+                    _check(not extra, f"layers[{i}].{','.join(extra)}", "unknown layer field")
+                    options = item.get("options", {})
+                    _check(isinstance(options, Mapping), f"layers[{i}].options",
+                           "must be an object")
+                    width = item.get("width", 16)
+                    _check(isinstance(width, int) and not isinstance(width, bool),
+                           f"layers[{i}].width", "must be an integer")
+                    layers.append(LayerConfig(str(item.get("kind", "gcn")), width,
+                                              dict(options)))
+                kwargs["layers"] = tuple(layers)
+                continue
+            default = fields[name].default
+            if isinstance(default, bool):
+                _check(isinstance(value, bool), name, "must be true or false")
+            elif isinstance(default, int):
+                _check(isinstance(value, int) and not isinstance(value, bool), name,
+                       "must be an integer")
+            elif isinstance(default, float):
+                _check(isinstance(value, (int, float)) and not isinstance(value, bool),
+                       name, "must be a number")
+                value = float(value)
+            elif isinstance(default, str):
+                _check(isinstance(value, str), name, "must be a string")
+            kwargs[name] = value
+        return cls(**kwargs)
+
+    @classmethod
+    def from_json(cls, text: str) -> RunConfig:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"config is not valid JSON: {err}") from None
+        return cls.from_dict(data)
+
+    def replace(self, **changes) -> RunConfig:
+        return dataclasses.replace(self, **changes)
+
+
+def _check(ok: bool, field: str, message: str) -> None:
+    if not ok:
+        raise ValueError(f"config field '{field}': {message}")

@@ -1,0 +1,215 @@
+"""Training a configured run step by step under one of the five JIT modes.
+
+Each mode is reproduced faithfully, including the pitfall: ``jax.jit`` around a
+step that mutates NNX modules traces a *copy* of their state, so every update
+is dropped without an error. The engine never "fixes" that; it reports it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import nnx
+
+from explorer.config import JIT_MODES, RunConfig
+from explorer.sources import load_graph
+from gnncore import GNN, ConvSpec, Graph
+
+__all__ = ["Run", "StepRecord", "TrainingStopped", "build_model", "build_optimizer"]
+
+
+class TrainingStopped(RuntimeError):
+    """Raised by :meth:`Run.step` when the loss is NaN or Inf; the model keeps
+    the state from before that step."""
+
+
+@dataclasses.dataclass(frozen=True)
+class StepRecord:
+    """What one training step did."""
+
+    step: int
+    loss: float
+    train_acc: float
+    val_acc: float
+    test_acc: float
+    wall_s: float
+    traced: bool
+    trace_count: int
+
+
+def build_model(config: RunConfig, in_features: int, num_classes: int) -> GNN:
+    """The ``gnncore.GNN`` a config describes (last layer = classes unless head)."""
+    specs = [ConvSpec(la.kind, la.width, dict(la.options)) for la in config.layers]
+    if not config.head:
+        last = specs[-1]
+        options = dict(last.options)
+        if last.kind == "gat":
+            options["concat"] = False  # the output layer averages its heads
+        specs[-1] = ConvSpec(last.kind, num_classes, options)
+    rngs = nnx.Rngs(params=config.seed, dropout=config.seed + 1)
+    return GNN(in_features, specs, out_features=num_classes, activation=config.activation,
+               dropout=config.dropout, batch_norm=config.batch_norm,
+               residual=config.residual, head=config.head, rngs=rngs)
+
+
+def build_optimizer(config: RunConfig, model: GNN) -> nnx.Optimizer:
+    lr, wd = config.learning_rate, config.weight_decay
+    if config.optimizer == "adamw":
+        tx = optax.adamw(lr, weight_decay=wd)
+    elif config.optimizer == "adam":
+        # torch-style coupled L2, as in the GCN paper's setup
+        tx = optax.chain(optax.add_decayed_weights(wd), optax.adam(lr))
+    else:
+        tx = optax.chain(optax.add_decayed_weights(wd), optax.sgd(lr))
+    return nnx.Optimizer(model, tx, wrt=nnx.Param)
+
+
+def masked_cross_entropy(logits, labels, mask):
+    losses = optax.softmax_cross_entropy_with_integer_labels(logits, jnp.maximum(labels, 0))
+    weight = mask.astype(logits.dtype)
+    return jnp.sum(losses * weight) / jnp.maximum(jnp.sum(weight), 1.0)
+
+
+class Run:
+    """A model, its optimizer and a graph, trained one step at a time.
+
+    Arguments:
+        config: the :class:`RunConfig`.
+        graph: a ready :class:`gnncore.Graph` (default: ``config.graph`` loaded
+            with its features and split).
+    """
+
+    def __init__(self, config: RunConfig, graph: Graph | None = None):
+        self.config = config
+        self.graph = graph if graph is not None else load_graph(
+            config.graph, features=config.features, seed=config.seed,
+            train_per_class=config.train_per_class)
+        g = self.graph
+        self.model = build_model(config, g.num_features, max(g.num_classes(), 2))
+        self.optimizer = build_optimizer(config, self.model)
+        self.model.train()
+        self.trace_count = 0
+        self.history: list[StepRecord] = []
+        self._batch = (g.x, g.adj, g.edge_weight, g.y, g.train_mask)
+        self._state = None  # the functional mode's threaded state
+        self._step = self._make_step(config.mode)
+        self._eval = jax.jit(self._eval_fn)  # pure eval-mode forward: jax.jit is safe
+
+    # ---------------------------------------------------------------- modes
+    def _train_step(self, model, optimizer, batch):
+        self.trace_count += 1  # a Python side effect: runs once per trace
+        x, adj, edge_weight, y, mask = batch
+
+        def loss_fn(m):
+            return masked_cross_entropy(m(x, adj, edge_weight), y, mask)
+
+        loss, grads = nnx.value_and_grad(loss_fn)(model)
+        optimizer.update(model, grads)
+        return loss
+
+    def _make_step(self, mode: str):
+        if mode not in JIT_MODES:
+            raise ValueError(f"unknown mode {mode!r}; choose one of {list(JIT_MODES)}")
+        model, optimizer = self.model, self.optimizer
+        if mode == "eager":
+            return lambda batch: self._train_step(model, optimizer, batch)
+        if mode == "nnx.jit":
+            step = nnx.jit(self._train_step)
+            return lambda batch: step(model, optimizer, batch)
+        if mode == "jax.jit":
+            # The pitfall, on purpose: the modules go in as pytrees, the update
+            # happens on traced copies, and nothing flows back out.
+            step = jax.jit(self._train_step)
+            return lambda batch: step(model, optimizer, batch)
+        if mode == "cached_partial":
+            return nnx.cached_partial(nnx.jit(self._train_step), model, optimizer)
+        # functional: split once, thread the state through a pure jax.jit step.
+        graphdef, self._state = nnx.split((model, optimizer))
+
+        @jax.jit
+        def functional_step(state, batch):
+            m, opt = nnx.merge(graphdef, state)
+            loss = self._train_step(m, opt, batch)
+            return nnx.state((m, opt)), loss
+
+        def step(batch):
+            self._state, loss = functional_step(self._state, batch)
+            return loss
+
+        return step
+
+    # ----------------------------------------------------------------- steps
+    def sync(self) -> None:
+        """Write the functional mode's threaded state back into the modules
+        (they are stale between ``nnx.split`` and this call)."""
+        if self._state is not None:
+            nnx.update((self.model, self.optimizer), self._state)
+
+    def step(self) -> StepRecord:
+        """Run one training step and return its record."""
+        before_traces = self.trace_count
+        snapshot = self._snapshot()
+        start = time.perf_counter()
+        loss = self._step(self._batch)
+        jax.block_until_ready((loss, self._state))
+        wall = time.perf_counter() - start
+        loss = float(loss)
+        if not math.isfinite(loss):
+            self._restore(snapshot)
+            raise TrainingStopped(
+                f"loss became {loss} at step {len(self.history) + 1}: training stopped and "
+                "the model keeps the state from before this step (lower the learning rate)")
+        accs = self.accuracies()
+        compiled = self.config.mode != "eager"
+        record = StepRecord(step=len(self.history) + 1, loss=loss, train_acc=accs["train"],
+                            val_acc=accs["val"], test_acc=accs["test"], wall_s=wall,
+                            traced=compiled and self.trace_count > before_traces,
+                            trace_count=self.trace_count if compiled else 0)
+        self.history.append(record)
+        return record
+
+    def train(self, steps: int | None = None) -> list[StepRecord]:
+        """Run ``steps`` (default ``config.epochs``) steps; returns their records."""
+        return [self.step() for _ in range(steps or self.config.epochs)]
+
+    # ------------------------------------------------------------ evaluation
+    @staticmethod
+    def _eval_fn(graphdef, state, batch):
+        x, adj, edge_weight, y, _ = batch
+        model = nnx.merge(graphdef, state)
+        return jnp.argmax(model(x, adj, edge_weight), axis=-1)
+
+    def predictions(self):
+        """Eval-mode class predictions for every node."""
+        self.sync()
+        self.model.eval()
+        try:
+            graphdef, state = nnx.split(self.model)
+            return self._eval(graphdef, state, self._batch)
+        finally:
+            self.model.train()
+
+    def accuracies(self) -> dict[str, float]:
+        pred = self.predictions()
+        g = self.graph
+        out = {}
+        for name, mask in (("train", g.train_mask), ("val", g.val_mask), ("test", g.test_mask)):
+            hits = jnp.sum((pred == g.y) & mask)
+            out[name] = float(hits / jnp.maximum(jnp.sum(mask), 1))
+        return out
+
+    # --------------------------------------------------------------- helpers
+    def _snapshot(self):
+        if self._state is not None:
+            return self._state
+        return jax.tree.map(lambda a: a, nnx.state((self.model, self.optimizer)))
+
+    def _restore(self, snapshot) -> None:
+        if self._state is not None:
+            self._state = snapshot
+        nnx.update((self.model, self.optimizer), snapshot)
