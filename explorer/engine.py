@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import optax
 from flax import nnx
 
+from explorer.audit import AuditReport, VariableChange, compare_snapshots, snapshot, verdict
 from explorer.config import JIT_MODES, RunConfig
 from explorer.sources import load_graph
 from gnncore import GNN, ConvSpec, Graph
@@ -95,10 +96,13 @@ class Run:
         self.model.train()
         self.trace_count = 0
         self.history: list[StepRecord] = []
+        #: per step, how every variable changed (the parameter-change heatmap)
+        self.changes: list[list[VariableChange]] = []
         self._batch = (g.x, g.adj, g.edge_weight, g.y, g.train_mask)
         self._state = None  # the functional mode's threaded state
         self._step = self._make_step(config.mode)
         self._eval = jax.jit(self._eval_fn)  # pure eval-mode forward: jax.jit is safe
+        self._initial = self._last = snapshot(self.model, self.optimizer)
 
     # ---------------------------------------------------------------- modes
     def _train_step(self, model, optimizer, batch):
@@ -153,14 +157,14 @@ class Run:
     def step(self) -> StepRecord:
         """Run one training step and return its record."""
         before_traces = self.trace_count
-        snapshot = self._snapshot()
+        good_state = self._last_good_state()
         start = time.perf_counter()
         loss = self._step(self._batch)
         jax.block_until_ready((loss, self._state))
         wall = time.perf_counter() - start
         loss = float(loss)
         if not math.isfinite(loss):
-            self._restore(snapshot)
+            self._restore(good_state)
             raise TrainingStopped(
                 f"loss became {loss} at step {len(self.history) + 1}: training stopped and "
                 "the model keeps the state from before this step (lower the learning rate)")
@@ -171,7 +175,22 @@ class Run:
                             traced=compiled and self.trace_count > before_traces,
                             trace_count=self.trace_count if compiled else 0)
         self.history.append(record)
+        self.sync()
+        current = snapshot(self.model, self.optimizer)
+        self.changes.append(compare_snapshots(self._last, current))
+        self._last = current
         return record
+
+    def audit(self) -> AuditReport:
+        """What the steps so far changed (first snapshot vs now) and the verdict."""
+        changes = compare_snapshots(self._initial, self._last)
+        losses = tuple(r.loss for r in self.history)
+        has_dropout = self.config.dropout > 0 or any(
+            la.kind == "gat" and la.options.get("dropout", 0) for la in self.config.layers)
+        report_verdict = verdict(changes, losses, has_dropout=has_dropout,
+                                 has_batch_norm=self.config.batch_norm)
+        return AuditReport(tuple(changes), losses, has_dropout, self.config.batch_norm,
+                           report_verdict)
 
     def train(self, steps: int | None = None) -> list[StepRecord]:
         """Run ``steps`` (default ``config.epochs``) steps; returns their records."""
@@ -204,12 +223,12 @@ class Run:
         return out
 
     # --------------------------------------------------------------- helpers
-    def _snapshot(self):
+    def _last_good_state(self):
         if self._state is not None:
             return self._state
         return jax.tree.map(lambda a: a, nnx.state((self.model, self.optimizer)))
 
-    def _restore(self, snapshot) -> None:
+    def _restore(self, good_state) -> None:
         if self._state is not None:
-            self._state = snapshot
-        nnx.update((self.model, self.optimizer), snapshot)
+            self._state = good_state
+        nnx.update((self.model, self.optimizer), good_state)

@@ -1,0 +1,204 @@
+"""Did the step really change the model? A per-variable audit and a verdict.
+
+The frozen-training pitfall raises no error, so the evidence has to be
+collected: snapshot every ``nnx.Variable`` of the model and optimizer before
+and after a step, compare, and read the pattern: no parameter moved, the
+optimizer's step counter stayed put, the dropout RNG did not advance (so the
+same mask is drawn every step), BatchNorm statistics never moved, the loss is
+bit-identical. Works on any NNX code, not only the explorer's runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+
+import jax
+import numpy as np
+from flax import nnx
+
+__all__ = ["AuditReport", "FrozenTrainingError", "VariableChange", "Verdict",
+           "assert_training", "audit_step", "compare_snapshots", "snapshot", "verdict"]
+
+KINDS = ("parameter", "batch statistic", "rng", "optimizer state", "step counter", "other")
+
+
+class FrozenTrainingError(AssertionError):
+    """Raised by :func:`assert_training` when a step leaves the model unchanged."""
+
+
+def _kind(path: tuple, var: nnx.Variable) -> str:
+    if isinstance(var, nnx.Param):
+        return "parameter"
+    if isinstance(var, nnx.BatchStat):
+        return "batch statistic"
+    if isinstance(var, nnx.RngState):
+        return "rng"
+    if isinstance(var, nnx.training.optimizer.OptState):
+        return "step counter" if path and path[-1] == "step" else "optimizer state"
+    return "other"
+
+
+def _host(value) -> np.ndarray:
+    if hasattr(value, "dtype") and jax.dtypes.issubdtype(value.dtype, jax.dtypes.prng_key):
+        value = jax.random.key_data(value)
+    return np.array(value, copy=True)
+
+
+def snapshot(*nodes) -> dict[str, tuple[str, np.ndarray]]:
+    """Host copies of every array variable of ``nodes``: ``{path: (kind, value)}``."""
+    out = {}
+    names = [type(node).__name__.lower() for node in nodes]
+    for i, node in enumerate(nodes):
+        prefix = () if len(nodes) == 1 else (
+            (names[i],) if names.count(names[i]) == 1 else (f"{names[i]}{i}",))
+        for path, var in nnx.to_flat_state(nnx.state(node)):
+            value = var.get_value()
+            if value is None or not hasattr(value, "shape"):
+                continue
+            name = "/".join(str(p) for p in prefix + tuple(path))
+            out[name] = (_kind(tuple(path), var), _host(value))
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class VariableChange:
+    """One variable across one step (or a span of steps)."""
+
+    path: str
+    kind: str
+    changed: bool
+    relative_change: float  # ||after - before|| / ||before|| (or ||Δ|| if ||before|| = 0)
+
+
+def compare_snapshots(before, after) -> list[VariableChange]:
+    changes = []
+    for path, (kind, old) in before.items():
+        if path not in after:
+            continue
+        new = after[path][1]
+        if old.shape != new.shape:
+            changes.append(VariableChange(path, kind, True, float("inf")))
+            continue
+        delta = np.linalg.norm((new.astype(np.float64) - old.astype(np.float64)).ravel())
+        base = np.linalg.norm(old.astype(np.float64).ravel())
+        changes.append(VariableChange(path, kind, bool(np.any(new != old)),
+                                      float(delta / base) if base > 0 else float(delta)))
+    return changes
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """``training`` or ``frozen``, with the evidence, the cause and the fix."""
+
+    status: str
+    evidence: tuple[str, ...]
+    cause: str = ""
+    fix: str = ""
+
+    def line(self) -> str:
+        return f"verdict: {self.status}: " + "; ".join(self.evidence)
+
+
+@dataclasses.dataclass(frozen=True)
+class AuditReport:
+    changes: tuple[VariableChange, ...]
+    losses: tuple[float, ...]
+    has_dropout: bool
+    has_batch_norm: bool
+    verdict: Verdict
+
+    def frozen_variables(self) -> list[str]:
+        return [c.path for c in self.changes if c.kind == "parameter" and not c.changed]
+
+
+FROZEN_CAUSE = ("the training step mutates NNX modules inside plain jax.jit, which traces a "
+                "copy of their state and drops every update when it returns")
+FROZEN_FIX = ("wrap the step in nnx.jit, or thread the state explicitly: nnx.split once, "
+              "a jax.jit step that nnx.merges, updates and returns nnx.state")
+
+ZERO_UPDATE_CAUSE = ("the optimizer stepped but every update was zero: a learning rate of 0, "
+                     "a loss that does not depend on the parameters, or zero gradients")
+ZERO_UPDATE_FIX = "check the learning rate and that the loss is computed from the model"
+
+
+def verdict(changes: Sequence[VariableChange], losses: Sequence[float] = (), *,
+            has_dropout: bool = False, has_batch_norm: bool = False) -> Verdict:
+    """Read a set of changes (over one or more steps) into a verdict."""
+    by_kind = {k: [c for c in changes if c.kind == k] for k in KINDS}
+    params = by_kind["parameter"]
+    moved = sum(c.changed for c in params)
+    evidence = [f"{moved} of {len(params)} parameters changed"]
+    steps = by_kind["step counter"]
+    if steps:
+        evidence.append("optimizer step " + ("advanced" if any(c.changed for c in steps)
+                                             else "stayed the same"))
+    repeated = _repeated_losses(losses)
+    if repeated >= 2:
+        evidence.append(f"loss bit-identical for {repeated} steps")
+    if has_dropout and by_kind["rng"] and not any(c.changed for c in by_kind["rng"]):
+        evidence.append("dropout RNG did not advance: the same mask every step")
+    stats = by_kind["batch statistic"]
+    if has_batch_norm and stats and not any(c.changed for c in stats):
+        evidence.append("BatchNorm running statistics never moved")
+    if params and moved == 0:
+        if steps and any(c.changed for c in steps):
+            # The optimizer ran and its updates reached the model, but were zero.
+            return Verdict("frozen", tuple(evidence), ZERO_UPDATE_CAUSE, ZERO_UPDATE_FIX)
+        return Verdict("frozen", tuple(evidence), FROZEN_CAUSE, FROZEN_FIX)
+    return Verdict("training", tuple(evidence))
+
+
+def _repeated_losses(losses: Sequence[float]) -> int:
+    """Length of the final run of bit-identical losses."""
+    run = 1 if losses else 0
+    for a, b in zip(reversed(losses[:-1]), reversed(losses[1:])):
+        if a != b:
+            break
+        run += 1
+    return run
+
+
+def _has(nodes, module_type, attr, predicate) -> bool:
+    for node in nodes:
+        for _, m in nnx.iter_modules(node):
+            if isinstance(m, module_type) and predicate(getattr(m, attr, None)):
+                return True
+    return False
+
+
+def audit_step(step_fn: Callable, modules: Sequence, args: Sequence = (), *,
+               steps: int = 3) -> AuditReport:
+    """Run ``step_fn(*modules, *args)`` ``steps`` times and audit what changed.
+
+    ``step_fn`` is your own training step (compiled or not); a scalar it
+    returns is taken as the loss. Returns an :class:`AuditReport` whose
+    ``verdict`` says ``training`` or ``frozen``.
+    """
+    modules = tuple(modules)
+    before = snapshot(*modules)
+    losses = []
+    for _ in range(steps):
+        out = step_fn(*modules, *args)
+        if out is not None and np.ndim(out) == 0:
+            losses.append(float(out))
+    changes = compare_snapshots(before, snapshot(*modules))
+    has_dropout = _has(modules, nnx.Dropout, "rate", lambda r: bool(r))
+    has_bn = any(c.kind == "batch statistic" for c in changes)
+    return AuditReport(tuple(changes), tuple(losses), has_dropout, has_bn,
+                       verdict(changes, losses, has_dropout=has_dropout,
+                               has_batch_norm=has_bn))
+
+
+def assert_training(step_fn: Callable, modules: Sequence, args: Sequence = (), *,
+                    steps: int = 2) -> AuditReport:
+    """Like :func:`audit_step`, but raise :class:`FrozenTrainingError` listing
+    the parameters that never changed when the verdict is ``frozen``."""
+    report = audit_step(step_fn, modules, args, steps=steps)
+    if report.verdict.status == "frozen":
+        frozen = report.frozen_variables()
+        raise FrozenTrainingError(
+            f"training step is frozen: {'; '.join(report.verdict.evidence)}. Unchanged "
+            f"parameters: {', '.join(frozen)}. Cause: {report.verdict.cause}. "
+            f"Fix: {report.verdict.fix}.")
+    return report
