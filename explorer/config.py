@@ -58,6 +58,8 @@ class RunConfig:
         seed: initial weights, dropout stream and split.
         epochs: training steps of a full run.
         train_per_class: labelled training nodes per class.
+        bucket_padding: pad nodes and edges up to power-of-two buckets, so that
+            editing the graph within a bucket does not recompile.
     """
 
     graph: str = "karate"
@@ -75,6 +77,7 @@ class RunConfig:
     seed: int = 0
     epochs: int = 100
     train_per_class: int = 4
+    bucket_padding: bool = False
 
     def __post_init__(self):
         _check(self.features in FEATURES, "features", f"choose one of {FEATURES}")

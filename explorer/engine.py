@@ -13,13 +13,14 @@ import time
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 from flax import nnx
 
 from explorer.audit import AuditReport, VariableChange, compare_snapshots, snapshot, verdict
 from explorer.config import JIT_MODES, RunConfig
 from explorer.sources import load_graph
-from gnncore import GNN, ConvSpec, Graph
+from gnncore import GNN, ConvSpec, Graph, bucket_size
 
 __all__ = ["Run", "StepRecord", "TrainingStopped", "build_model", "build_optimizer"]
 
@@ -41,6 +42,7 @@ class StepRecord:
     wall_s: float
     traced: bool
     trace_count: int
+    trace_cause: str = ""  # why this step traced: "first call" or the shape change
 
 
 def build_model(config: RunConfig, in_features: int, num_classes: int) -> GNN:
@@ -96,21 +98,46 @@ class Run:
         self.model.train()
         self.trace_count = 0
         self.history: list[StepRecord] = []
+        self._pending_cause = "first call"
         #: per step, how every variable changed (the parameter-change heatmap)
         self.changes: list[list[VariableChange]] = []
-        self._batch = (g.x, g.adj, g.edge_weight, g.y, g.train_mask)
+        self._batch = self._make_batch(g)
         self._state = None  # the functional mode's threaded state
         self._step = self._make_step(config.mode)
         self._eval = jax.jit(self._eval_fn)  # pure eval-mode forward: jax.jit is safe
         self._initial = self._last = snapshot(self.model, self.optimizer)
 
+    # ---------------------------------------------------------------- graph
+    def _make_batch(self, g: Graph):
+        """The step's graph arrays; padded to buckets when the config asks."""
+        n = g.num_nodes
+        if self.config.bucket_padding:
+            g = g.pad_to(bucket_size(n + 1), bucket_size(g.num_edges))
+        node_mask = jnp.arange(g.num_nodes) < n
+        return (g.x, g.adj, g.edge_weight, g.y, g.train_mask, node_mask)
+
+    def set_graph(self, graph: Graph) -> None:
+        """Train on an edited graph from now on (same feature width). When the
+        step's input shapes change, the next step retraces; its record says why."""
+        if graph.num_features != self.graph.num_features:
+            raise ValueError(f"the new graph has {graph.num_features} features per node but "
+                             f"the model takes {self.graph.num_features}: start a new run")
+        old = self._batch
+        self.graph, self._batch = graph, self._make_batch(graph)
+        old_n, new_n = old[0].shape[0], self._batch[0].shape[0]
+        old_e, new_e = old[1].num_edges, self._batch[1].num_edges
+        if (old_n, old_e) != (new_n, new_e):
+            self._pending_cause = (f"shapes changed: nodes {old_n} -> {new_n}, "
+                                   f"edges {old_e} -> {new_e}")
+
     # ---------------------------------------------------------------- modes
     def _train_step(self, model, optimizer, batch):
         self.trace_count += 1  # a Python side effect: runs once per trace
-        x, adj, edge_weight, y, mask = batch
+        x, adj, edge_weight, y, mask, node_mask = batch
 
         def loss_fn(m):
-            return masked_cross_entropy(m(x, adj, edge_weight), y, mask)
+            logits = m(x, adj, edge_weight, node_mask=node_mask)
+            return masked_cross_entropy(logits, y, mask)
 
         loss, grads = nnx.value_and_grad(loss_fn)(model)
         optimizer.update(model, grads)
@@ -141,11 +168,67 @@ class Run:
             loss = self._train_step(m, opt, batch)
             return nnx.state((m, opt)), loss
 
+        self._functional_step = functional_step
+
         def step(batch):
             self._state, loss = functional_step(self._state, batch)
             return loss
 
         return step
+
+    def _lowerable(self):
+        """``(fresh jitted function, args)`` of this mode's step, for the AOT API.
+        Fresh, so that timing it neither hits nor fills the live step's cache."""
+        mode = self.config.mode
+        target = (self._functional_step.__wrapped__ if mode == "functional"
+                  else self._train_step)
+
+        def fresh(*args):  # a new function object: JAX's trace cache misses
+            return target(*args)
+
+        if mode == "functional":
+            return jax.jit(fresh), (self._state, self._batch)
+        jit = jax.jit if mode == "jax.jit" else nnx.jit
+        return jit(fresh), (self.model, self.optimizer, self._batch)
+
+    def compile_breakdown(self, window: int = 20) -> dict[str, float] | None:
+        """Where a compiled step's time goes, from JAX's ahead-of-time API:
+        ``trace_lower_s`` (Python tracing + lowering to StableHLO), ``compile_s``
+        (XLA), ``first_call_s`` (the live first step: trace + compile + run) and
+        ``steady_step_ms`` (median of the last ``window`` cache-hit steps).
+        ``None`` for eager mode, which compiles nothing."""
+        if self.config.mode == "eager":
+            return None
+        fn, args = self._lowerable()
+        traces = self.trace_count  # tracing here must not count as a retrace
+        start = time.perf_counter()
+        lowered = fn.trace(*args).lower()
+        traced = time.perf_counter()
+        lowered.compile()
+        done = time.perf_counter()
+        self.trace_count = traces
+        hits = [r.wall_s for r in self.history if not r.traced][-window:]
+        first = next((r.wall_s for r in self.history if r.traced), float("nan"))
+        return {"trace_lower_s": traced - start, "compile_s": done - traced,
+                "first_call_s": first,
+                "steady_step_ms": 1e3 * float(np.median(hits)) if hits else float("nan")}
+
+    def naive_timing(self, steps: int = 5) -> dict[str, float]:
+        """The timing lesson: mean step time measured without and with
+        ``block_until_ready``. Without it, the clock stops when the work has
+        been dispatched, not when it is done. Runs ``2 * steps`` training steps
+        (not recorded in the history)."""
+        def timed(sync: bool) -> float:
+            start = time.perf_counter()
+            for _ in range(steps):
+                loss = self._step(self._batch)
+                if sync:
+                    jax.block_until_ready((loss, self._state))
+            elapsed = time.perf_counter() - start
+            jax.block_until_ready((loss, self._state))
+            return elapsed / steps
+
+        return {"naive_s": timed(False), "synced_s": timed(True)}
 
     # ----------------------------------------------------------------- steps
     def sync(self) -> None:
@@ -170,10 +253,13 @@ class Run:
                 "the model keeps the state from before this step (lower the learning rate)")
         accs = self.accuracies()
         compiled = self.config.mode != "eager"
+        traced = compiled and self.trace_count > before_traces
         record = StepRecord(step=len(self.history) + 1, loss=loss, train_acc=accs["train"],
                             val_acc=accs["val"], test_acc=accs["test"], wall_s=wall,
-                            traced=compiled and self.trace_count > before_traces,
-                            trace_count=self.trace_count if compiled else 0)
+                            traced=traced, trace_count=self.trace_count if compiled else 0,
+                            trace_cause=self._pending_cause if traced else "")
+        if traced or not compiled:
+            self._pending_cause = ""
         self.history.append(record)
         self.sync()
         current = snapshot(self.model, self.optimizer)
@@ -199,17 +285,21 @@ class Run:
     # ------------------------------------------------------------ evaluation
     @staticmethod
     def _eval_fn(graphdef, state, batch):
-        x, adj, edge_weight, y, _ = batch
+        x, adj, edge_weight, _, _, node_mask = batch
         model = nnx.merge(graphdef, state)
-        return jnp.argmax(model(x, adj, edge_weight), axis=-1)
+        return model(x, adj, edge_weight, node_mask=node_mask)
 
     def predictions(self):
         """Eval-mode class predictions for every node."""
+        return jnp.argmax(self.logits(), axis=-1)
+
+    def logits(self):
+        """Eval-mode logits for every (real) node."""
         self.sync()
         self.model.eval()
         try:
             graphdef, state = nnx.split(self.model)
-            return self._eval(graphdef, state, self._batch)
+            return self._eval(graphdef, state, self._batch)[: self.graph.num_nodes]
         finally:
             self.model.train()
 

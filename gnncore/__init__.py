@@ -6,7 +6,7 @@ reductions, one :class:`MessagePassing` mechanism, PyG-compatible conv layers,
 """
 
 from gnncore.conv import MLP, GATConv, GCNConv, GINConv, SAGEConv
-from gnncore.graph import Graph, from_networkx, to_networkx
+from gnncore.graph import Graph, bucket_size, from_networkx, to_networkx
 from gnncore.message_passing import MessagePassing
 from gnncore.models import (
     ACTIVATIONS,
@@ -43,8 +43,9 @@ __version__ = "0.1.0"
 __all__ = [
     "ACTIVATIONS", "Adjacency", "BatchNorm", "CONV_TYPES", "ConvSpec", "GAT", "GATConv",
     "GCN", "GCNConv", "GIN", "GINConv", "GNN", "Graph", "GraphSAGE", "MLP",
-    "MessagePassing", "SAGEConv", "SparseFeatures", "add_remaining_self_loops", "add_self_loops",
-    "as_edge_index", "build_conv", "degree", "from_networkx", "gcn_norm", "is_self_loop",
-    "segment_max", "segment_mean", "segment_min", "segment_reduce", "segment_softmax",
-    "segment_sum", "spmm", "to_networkx",
+    "MessagePassing", "SAGEConv", "SparseFeatures", "add_remaining_self_loops",
+    "add_self_loops", "as_edge_index", "bucket_size", "build_conv", "degree",
+    "from_networkx", "gcn_norm", "is_self_loop", "segment_max", "segment_mean",
+    "segment_min", "segment_reduce", "segment_softmax", "segment_sum", "spmm",
+    "to_networkx",
 ]

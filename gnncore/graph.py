@@ -21,7 +21,7 @@ import numpy as np
 
 from gnncore.sparse import Adjacency
 
-__all__ = ["Graph", "from_networkx", "to_networkx"]
+__all__ = ["Graph", "bucket_size", "from_networkx", "to_networkx"]
 
 _DATA_FIELDS = ("x", "edge_index", "edge_weight", "edge_attr", "y",
                 "train_mask", "val_mask", "test_mask")
@@ -176,6 +176,42 @@ class Graph:
             return 0
         return int(np.max(np.asarray(self.y), initial=-1)) + 1
 
+    def pad_to(self, num_nodes: int, num_edges: int) -> Graph:
+        """A copy with ``num_nodes`` nodes and ``num_edges`` edges (host-side).
+
+        Padding nodes have zero features, label -1 and every mask False; padding
+        edges are self-loops on the last padding node, so nothing flows between
+        them and real nodes and results on real nodes do not change (except for
+        random draws such as dropout masks, whose shapes grow). Needs at least
+        one padding node when edges are added. Use it to keep shapes in a few
+        buckets so that edits do not recompile.
+        """
+        extra_n, extra_e = num_nodes - self.num_nodes, num_edges - self.num_edges
+        if extra_n < 0 or extra_e < 0:
+            raise ValueError(f"cannot pad a graph of {self.num_nodes} nodes / "
+                             f"{self.num_edges} edges to {num_nodes} / {num_edges}")
+        if extra_e and not extra_n:
+            raise ValueError("padding edges need a padding node: pass num_nodes > "
+                             f"{self.num_nodes}")
+
+        def rows(a, n, fill):
+            if a is None:
+                return None
+            a = np.asarray(a)
+            return np.concatenate([a, np.full((n,) + a.shape[1:], fill, a.dtype)])
+
+        pad_node = num_nodes - 1
+        edge_index = np.concatenate(
+            [np.asarray(self.edge_index), np.full((2, extra_e), pad_node, np.int64)], axis=1)
+        return Graph.from_arrays(
+            edge_index, rows(self.x, extra_n, 0), num_nodes=num_nodes,
+            edge_weight=rows(self.edge_weight, extra_e, 1),
+            edge_attr=rows(self.edge_attr, extra_e, 0), y=rows(self.y, extra_n, -1),
+            train_mask=rows(self.train_mask, extra_n, False),
+            val_mask=rows(self.val_mask, extra_n, False),
+            test_mask=rows(self.test_mask, extra_n, False),
+            sort_edges=self.edges_sorted)
+
     def replace(self, **changes) -> Graph:
         """A copy with some fields replaced. No validation, and ``adj`` is not
         rebuilt: for new edges use ``from_arrays``."""
@@ -207,6 +243,14 @@ class Graph:
 
 jax.tree_util.register_dataclass(
     Graph, data_fields=list(_PYTREE_FIELDS), meta_fields=list(_META_FIELDS))
+
+
+def bucket_size(n: int, minimum: int = 16) -> int:
+    """The bucket a size falls in: the next power of two, at least ``minimum``."""
+    size = max(int(minimum), 1)
+    while size < n:
+        size *= 2
+    return size
 
 
 # ---------------------------------------------------------------- networkx

@@ -93,7 +93,8 @@ class GNN(nnx.Module):
         head: end with ``nnx.Linear(last_width, out_features)``.
         rngs: ``nnx.Rngs`` with ``params`` (and ``dropout`` when ``dropout > 0``).
 
-    Call ``model(x, edge_index, edge_weight=None, edge_attr=None)``; with
+    Call ``model(x, edge_index, edge_weight=None, edge_attr=None)``;
+    ``node_mask`` ([N] bool) keeps padding nodes out of BatchNorm statistics; with
     ``return_hidden=True`` it returns ``(logits, [h_1, ..., h_L])``, the output
     of every block (used to colour nodes by embedding).
     """
@@ -138,14 +139,14 @@ class GNN(nnx.Module):
         return conv(x, edge_index)
 
     def __call__(self, x, edge_index, edge_weight=None, edge_attr=None, *,
-                 return_hidden: bool = False):
+                 node_mask=None, return_hidden: bool = False):
         act = ACTIVATIONS[self.activation]
         hidden = []
         for i in range(len(self.convs)):
             h = self._conv(i, x, edge_index, edge_weight, edge_attr)
             if i < self.num_hidden:
                 if len(self.norms):
-                    h = self.norms[i](h)
+                    h = self.norms[i](h, mask=node_mask)
                 h = act(h)
                 if self.residual and h.shape == x.shape:
                     h = h + as_dense(x)

@@ -7,6 +7,7 @@ from flax import nnx
 
 from explorer.config import JIT_MODES, LayerConfig, RunConfig
 from explorer.engine import Run, TrainingStopped
+from gnncore import Graph
 
 WORKING = ["eager", "nnx.jit", "functional", "cached_partial"]
 STEPS = 20
@@ -116,3 +117,66 @@ def test_gat_and_head_configs_build_and_train():
     run = Run(config)
     assert run.model.has_head and run.model.out_features == 2
     assert len(run.train()) == 3
+
+
+def _with_edge(graph, s, t):
+    ei = np.concatenate([np.asarray(graph.edge_index), [[s, t], [t, s]]], axis=1)
+    return Graph.from_arrays(ei, np.asarray(graph.x), y=np.asarray(graph.y),
+                             train_mask=np.asarray(graph.train_mask),
+                             val_mask=np.asarray(graph.val_mask),
+                             test_mask=np.asarray(graph.test_mask))
+
+
+@pytest.mark.parametrize("mode", ["nnx.jit", "functional"])
+def test_shape_change_retraces_once_and_says_why(mode):
+    run = Run(RunConfig(mode=mode, epochs=3))
+    run.train(2)
+    run.set_graph(_with_edge(run.graph, 0, 33))
+    run.train(3)
+    traced = [(r.step, r.trace_cause) for r in run.history if r.traced]
+    assert traced == [(1, "first call"), (3, "shapes changed: nodes 34 -> 34, edges 156 -> 158")]
+    assert run.history[-1].trace_count == 2
+
+
+@pytest.mark.parametrize("batch_norm, optimizer", [(False, "adam"), (True, "sgd")])
+def test_bucket_padding_keeps_results_and_stops_retracing(batch_norm, optimizer):
+    # (BatchNorm runs with SGD: the bias before a BatchNorm has a zero gradient up
+    # to rounding, and Adam would blow that rounding noise up to full-size steps.)
+    base = RunConfig(mode="nnx.jit", dropout=0.0, batch_norm=batch_norm,
+                     optimizer=optimizer, learning_rate=0.05, epochs=3)
+    plain, padded = Run(base), Run(base.replace(bucket_padding=True))
+    for run in (plain, padded):
+        run.train(2)
+        run.set_graph(_with_edge(run.graph, 0, 33))
+        run.train(2)
+    np.testing.assert_allclose([r.loss for r in padded.history],
+                               [r.loss for r in plain.history], atol=1e-5)
+    np.testing.assert_allclose(np.asarray(padded.logits()), np.asarray(plain.logits()),
+                               atol=1e-5)
+    assert padded.history[-1].trace_count == 1 and plain.history[-1].trace_count == 2
+    assert padded.predictions().shape == (34,)
+
+
+def test_set_graph_rejects_a_different_feature_width():
+    run = Run(RunConfig(epochs=1))
+    other = Graph.from_arrays(np.asarray(run.graph.edge_index), np.ones((34, 3)))
+    with pytest.raises(ValueError, match="3 features per node but the model takes 34"):
+        run.set_graph(other)
+
+
+@pytest.mark.parametrize("mode", list(JIT_MODES))
+def test_compile_breakdown_and_timing_lesson(mode):
+    run = Run(RunConfig(mode=mode, epochs=4))
+    run.train()
+    losses = [r.loss for r in run.history]
+    breakdown = run.compile_breakdown()
+    if mode == "eager":
+        assert breakdown is None
+    else:
+        assert breakdown["trace_lower_s"] > 0 and breakdown["compile_s"] > 0
+        assert breakdown["first_call_s"] == run.history[0].wall_s
+        assert breakdown["steady_step_ms"] > 0
+        assert run.trace_count == 1  # the AOT measurement is not a retrace
+    timing = run.naive_timing(2)
+    assert timing["naive_s"] > 0 and timing["synced_s"] > 0
+    assert [r.loss for r in run.history] == losses  # the lesson does not rewrite history
