@@ -1,0 +1,152 @@
+"""Command line: ``python -m explorer train|compare|audit``.
+
+``train`` runs one configuration and ends with a ``verdict:`` line (exit 0,
+frozen or not); ``audit`` is the same but exits 1 on a frozen verdict, for CI
+scripts; ``compare`` runs the configuration in every JIT mode from the same
+initial weights and prints one row per mode. Bad arguments exit 2 with a
+one-line message.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from explorer.config import JIT_MODES, OPTIMIZERS, LayerConfig, RunConfig
+from explorer.engine import Run, TrainingStopped
+from explorer.sources import GRAPHS
+
+MAX_CONFIG_BYTES = 64 * 1024
+
+
+class UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2 (argparse prints usage too)
+        raise UsageError(message)
+
+
+def _layers(text: str) -> tuple[LayerConfig, ...]:
+    """``gcn:16,gat:8`` → layer configs (kind:width, comma separated)."""
+    layers = []
+    for part in text.split(","):
+        kind, _, width = part.strip().partition(":")
+        try:
+            layers.append(LayerConfig(kind.strip(), int(width) if width else 16))
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"bad layer {part!r}: use kind:width, e.g. gcn:16") from None
+    return tuple(layers)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m explorer", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    for name, help_text in (("train", "train one configuration"),
+                            ("audit", "train, then exit 1 if the verdict is frozen"),
+                            ("compare", "the same configuration in every JIT mode")):
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument("--config", type=Path, help="a saved RunConfig JSON file")
+        p.add_argument("--graph", choices=sorted(GRAPHS))
+        p.add_argument("--mode", choices=list(JIT_MODES))
+        p.add_argument("--epochs", type=int)
+        p.add_argument("--seed", type=int)
+        p.add_argument("--layers", type=_layers, help="e.g. gcn:16,gat:8")
+        p.add_argument("--optimizer", choices=OPTIMIZERS)
+        p.add_argument("--lr", dest="learning_rate", type=float)
+        p.add_argument("--weight-decay", type=float)
+        p.add_argument("--dropout", type=float)
+        p.add_argument("--batch-norm", action=argparse.BooleanOptionalAction, default=None)
+        p.add_argument("--bucket-padding", action=argparse.BooleanOptionalAction,
+                       default=None)
+        p.add_argument("--every", type=int, default=10, help="print every N steps")
+    return parser
+
+
+def _config(args) -> RunConfig:
+    config = RunConfig()
+    if args.config is not None:
+        try:
+            if args.config.stat().st_size > MAX_CONFIG_BYTES:
+                raise UsageError(f"{args.config}: config file larger than 64 KiB")
+            config = RunConfig.from_json(args.config.read_text(encoding="utf-8"))
+        except OSError as err:
+            raise UsageError(f"cannot read {args.config}: {err.strerror}") from None
+        except UnicodeDecodeError:
+            raise UsageError(f"{args.config}: not UTF-8 text") from None
+    changes = {name: getattr(args, name) for name in
+               ("graph", "mode", "epochs", "seed", "layers", "optimizer", "learning_rate",
+                "weight_decay", "dropout", "batch_norm", "bucket_padding")
+               if getattr(args, name) is not None}
+    return RunConfig.from_dict({**config.to_dict(), **_plain(changes)})
+
+
+def _plain(changes: dict) -> dict:
+    if "layers" in changes:
+        changes["layers"] = [{"kind": la.kind, "width": la.width, "options": {}}
+                             for la in changes["layers"]]
+    return changes
+
+
+def _train(config: RunConfig, every: int, out) -> Run:
+    run = Run(config)
+    print(f"mode {config.mode} | graph {config.graph} | {config.epochs} steps | seed "
+          f"{config.seed}", file=out)
+    print(f"{'step':>6} {'loss':>10} {'train':>6} {'val':>6} {'test':>6} {'ms':>9} traced",
+          file=out)
+    try:
+        for _ in range(config.epochs):
+            r = run.step()
+            if r.step == 1 or r.step % max(every, 1) == 0 or r.step == config.epochs:
+                print(f"{r.step:>6} {r.loss:>10.6f} {r.train_acc:>6.2f} {r.val_acc:>6.2f} "
+                      f"{r.test_acc:>6.2f} {1e3 * r.wall_s:>9.2f} "
+                      f"{'yes: ' + r.trace_cause if r.traced else ''}", file=out)
+    except TrainingStopped as err:
+        print(f"stopped: {err}", file=out)
+    return run
+
+
+def _compare(config: RunConfig, out) -> None:
+    print(f"{'mode':<15} {'trace+lower s':>13} {'compile s':>9} {'first call s':>12} "
+          f"{'median step ms':>14} {'final loss':>11} {'params changed':>14}  verdict",
+          file=out)
+    for mode in JIT_MODES:
+        run = Run(config.replace(mode=mode))  # same seed: same initial weights
+        try:
+            run.train()
+        except TrainingStopped as err:
+            print(f"{mode:<15} stopped: {err}", file=out)
+            continue
+        report = run.audit()
+        b = run.compile_breakdown() or {}
+        params = [c for c in report.changes if c.kind == "parameter"]
+        hits = sorted(r.wall_s for r in run.history if not r.traced) or [float("nan")]
+        print(f"{mode:<15} {b.get('trace_lower_s', float('nan')):>13.3f} "
+              f"{b.get('compile_s', float('nan')):>9.3f} {run.history[0].wall_s:>12.3f} "
+              f"{1e3 * hits[len(hits) // 2]:>14.3f} {run.history[-1].loss:>11.6f} "
+              f"{sum(c.changed for c in params):>6} of {len(params):<5}  "
+              f"{report.verdict.status}", file=out)
+
+
+def main(argv=None, out=None) -> int:
+    out = out or sys.stdout
+    try:
+        args = _parser().parse_args(argv)
+        config = _config(args)
+    except (UsageError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if args.command == "compare":
+        _compare(config, out)
+        return 0
+    run = _train(config, args.every, out)
+    report = run.audit()
+    print(report.verdict.line(), file=out)
+    if report.verdict.status == "frozen":
+        print(f"cause: {report.verdict.cause}", file=out)
+        print(f"fix: {report.verdict.fix}", file=out)
+        return 1 if args.command == "audit" else 0
+    return 0

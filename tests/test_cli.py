@@ -1,0 +1,75 @@
+"""`python -m explorer`: the verdict line and exit codes."""
+
+import io
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import REPO
+
+from explorer.cli import main
+
+
+def run_cli(*argv):
+    out = io.StringIO()
+    code = main(list(argv), out=out)
+    return code, out.getvalue()
+
+
+def test_train_prints_steps_and_a_training_verdict():
+    code, text = run_cli("train", "--graph", "karate", "--mode", "functional", "--epochs", "4",
+                         "--seed", "1", "--every", "2")
+    lines = text.strip().splitlines()
+    assert code == 0
+    assert lines[-1].startswith("verdict: training: 4 of 4 parameters changed")
+    assert "yes: first call" in text and lines[0].startswith("mode functional")
+
+
+def test_frozen_run_exits_0_for_train_and_1_for_audit():
+    code, text = run_cli("train", "--mode", "jax.jit", "--epochs", "3")
+    assert code == 0 and "verdict: frozen: 0 of 4 parameters changed" in text
+    assert "cause: the training step mutates NNX modules inside plain jax.jit" in text
+    code, _ = run_cli("audit", "--mode", "jax.jit", "--epochs", "3")
+    assert code == 1
+    code, _ = run_cli("audit", "--mode", "nnx.jit", "--epochs", "3")
+    assert code == 0
+
+
+def test_config_file_and_flag_override(tmp_path):
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps({"mode": "jax.jit", "epochs": 2, "layers": [
+        {"kind": "sage", "width": 8}, {"kind": "gcn", "width": 4}]}))
+    code, text = run_cli("train", "--config", str(path), "--mode", "nnx.jit")
+    assert code == 0 and "mode nnx.jit" in text and "verdict: training" in text
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["train", "--mode", "jit"], "invalid choice: 'jit'"),
+    (["train", "--epochs", "0"], "config field 'epochs'"),
+    (["train", "--layers", "gcn:x"], "bad layer 'gcn:x'"),
+    (["train", "--config", "/nonexistent.json"], "cannot read /nonexistent.json"),
+    (["fly"], "invalid choice: 'fly'"),
+])
+def test_bad_arguments_exit_2_with_one_line(argv, message, capsys):
+    assert main(argv, out=io.StringIO()) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err
+
+
+def test_compare_one_row_per_mode():
+    code, text = run_cli("compare", "--epochs", "3")
+    rows = text.strip().splitlines()[1:]
+    assert code == 0 and [r.split()[0] for r in rows] == [
+        "eager", "nnx.jit", "jax.jit", "functional", "cached_partial"]
+    verdicts = {r.split()[0]: r.split()[-1] for r in rows}
+    assert verdicts["jax.jit"] == "frozen"
+    assert all(v == "training" for m, v in verdicts.items() if m != "jax.jit")
+
+
+def test_module_entry_point_runs_as_a_subprocess():
+    result = subprocess.run([sys.executable, "-m", "explorer", "audit", "--mode", "jax.jit",
+                             "--epochs", "2"], cwd=REPO, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 1
+    assert result.stdout.strip().splitlines()[-3].startswith("verdict: frozen")
