@@ -284,9 +284,10 @@ class Run:
 
     # ------------------------------------------------------------ evaluation
     @staticmethod
-    def _eval_fn(graphdef, state, batch):
+    def _eval_fn(model, batch):
+        # The module goes straight into plain jax.jit: safe here, because an
+        # eval-mode forward mutates nothing (no update, no RNG draw, no stats).
         x, adj, edge_weight, _, _, node_mask = batch
-        model = nnx.merge(graphdef, state)
         return model(x, adj, edge_weight, node_mask=node_mask)
 
     def predictions(self):
@@ -298,8 +299,7 @@ class Run:
         self.sync()
         self.model.eval()
         try:
-            graphdef, state = nnx.split(self.model)
-            return self._eval(graphdef, state, self._batch)[: self.graph.num_nodes]
+            return self._eval(self.model, self._batch)[: self.graph.num_nodes]
         finally:
             self.model.train()
 

@@ -180,3 +180,22 @@ def test_compile_breakdown_and_timing_lesson(mode):
     timing = run.naive_timing(2)
     assert timing["naive_s"] > 0 and timing["synced_s"] > 0
     assert [r.loss for r in run.history] == losses  # the lesson does not rewrite history
+
+
+def test_eval_forward_under_plain_jax_jit_is_safe():
+    run = Run(RunConfig(mode="nnx.jit", batch_norm=True, dropout=0.5, epochs=3))
+    run.train()
+    before = params(run), leaves_of(run, nnx.BatchStat), leaves_of(run, nnx.RngState)
+    via_jax_jit = np.asarray(run.logits())  # Run evaluates with plain jax.jit
+    run.model.eval()
+    x, adj, edge_weight, _, _, node_mask = run._batch
+    eager = np.asarray(run.model(x, adj, edge_weight, node_mask=node_mask))
+    via_nnx_jit = np.asarray(nnx.jit(lambda m: m(x, adj, edge_weight, node_mask=node_mask))(
+        run.model))
+    run.model.train()
+    np.testing.assert_allclose(via_jax_jit, eager, atol=1e-5)
+    np.testing.assert_allclose(via_nnx_jit, eager, atol=1e-5)
+    after = params(run), leaves_of(run, nnx.BatchStat), leaves_of(run, nnx.RngState)
+    for group_before, group_after in zip(before, after):
+        for a, b in zip(group_before, group_after):
+            np.testing.assert_array_equal(a, b)
