@@ -44,6 +44,11 @@ class StepRecord:
     trace_count: int
     trace_cause: str = ""  # why this step traced: "first call" or the shape change
 
+    @property
+    def cache_hit(self) -> bool:
+        """A compiled step that reused the cached executable (no trace)."""
+        return self.trace_count > 0 and not self.traced
+
 
 def build_model(config: RunConfig, in_features: int, num_classes: int) -> GNN:
     """The ``gnncore.GNN`` a config describes (last layer = classes unless head)."""

@@ -63,9 +63,11 @@ def test_trace_count(runs, mode):
     counts = [r.trace_count for r in run.history]
     if mode == "eager":
         assert counts == [0] * STEPS and not any(r.traced for r in run.history)
+        assert not any(r.cache_hit for r in run.history)
     else:
         assert counts == [1] * STEPS
         assert [r.traced for r in run.history] == [True] + [False] * (STEPS - 1)
+        assert [r.cache_hit for r in run.history] == [False] + [True] * (STEPS - 1)
 
 
 def test_same_config_and_seed_give_bit_identical_losses():
