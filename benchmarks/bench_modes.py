@@ -8,7 +8,7 @@ ratios nnx.jit / functional, cached_partial / functional and eager / functional.
 
 Usage::
 
-    python benchmarks/bench_modes.py [--steps N] [--eager-steps N]
+    python benchmarks/bench_modes.py [--steps N] [--eager-steps N] [--rounds R]
 """
 
 from __future__ import annotations
@@ -38,25 +38,36 @@ def large_graph() -> Graph:
                              test_mask=test)
 
 
-def measure(config: RunConfig, graph: Graph | None, steps: int) -> dict:
-    run = Run(config, graph)
-    start = time.perf_counter()
-    run.step()
-    first = time.perf_counter() - start
-    for _ in range(steps):
-        run.step()
-    walls = [r.wall_s for r in run.history[1:]]
-    breakdown = run.compile_breakdown() or {}
-    return {"first_s": first, "median_ms": 1e3 * float(np.median(walls)),
-            "trace_lower_s": breakdown.get("trace_lower_s", float("nan")),
-            "compile_s": breakdown.get("compile_s", float("nan")),
-            "verdict": run.audit().verdict.status}
+def measure_shape(config: RunConfig, graph: Graph | None, steps: int, eager_steps: int,
+                  rounds: int) -> dict[str, dict]:
+    """All five modes on one graph, timed in ``rounds`` that alternate between the
+    modes, so that a slow patch of a noisy machine hits every mode alike."""
+    runs, out = {}, {}
+    for mode in JIT_MODES:
+        runs[mode] = run = Run(config.replace(mode=mode), graph)
+        start = time.perf_counter()
+        run.step()  # first call: trace + compile + one step
+        out[mode] = {"first_s": time.perf_counter() - start}
+    for _ in range(rounds):
+        for mode, run in runs.items():
+            for _ in range(max(1, (eager_steps if mode == "eager" else steps) // rounds)):
+                run.step()
+    for mode, run in runs.items():
+        walls = [r.wall_s for r in run.history[1:]]
+        breakdown = run.compile_breakdown() or {}
+        out[mode].update(
+            median_ms=1e3 * float(np.median(walls)), steps=len(walls),
+            trace_lower_s=breakdown.get("trace_lower_s", float("nan")),
+            compile_s=breakdown.get("compile_s", float("nan")),
+            verdict=run.audit().verdict.status)
+    return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=40)
-    parser.add_argument("--eager-steps", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=80)
+    parser.add_argument("--eager-steps", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=4)
     args = parser.parse_args()
     print(machine_info())
     print(versions(["jax", "jaxlib", "flax", "optax", "numpy"]))
@@ -64,20 +75,19 @@ def main() -> None:
     shapes = {"karate": None, "random 10k/100k": large_graph()}
     rows, ratios = [], []
     for shape, graph in shapes.items():
-        results = {}
-        for mode in JIT_MODES:
-            steps = args.eager_steps if mode == "eager" else args.steps
-            results[mode] = r = measure(config.replace(mode=mode), graph, steps)
+        results = measure_shape(config, graph, args.steps, args.eager_steps, args.rounds)
+        for mode, r in results.items():
             rows.append([shape, mode, f"{r['first_s']:.3f}", f"{r['trace_lower_s']:.3f}",
-                         f"{r['compile_s']:.3f}", f"{r['median_ms']:.3f}", r["verdict"]])
-            print(f"  done {shape} {mode}", flush=True)
+                         f"{r['compile_s']:.3f}", f"{r['median_ms']:.3f}", r["steps"],
+                         r["verdict"]])
+        print(f"  done {shape}", flush=True)
         base = results["functional"]["median_ms"]
         ratios.append([shape] + [f"{results[m]['median_ms'] / base:.2f}"
                                  for m in ("nnx.jit", "cached_partial", "eager", "jax.jit")])
     print("\nTraining step per JIT mode (median over the timed steps; first = trace + "
           "compile + one step)")
     print_table(["shape", "mode", "first call s", "trace+lower s", "XLA compile s",
-                 "median step ms", "verdict"], rows)
+                 "median step ms", "timed steps", "verdict"], rows)
     print("\nPer-step ratios against the functional loop (target on the large graph: "
           "nnx.jit and cached_partial <= 1.2)")
     print_table(["shape", "nnx.jit / functional", "cached_partial / functional",
