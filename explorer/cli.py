@@ -15,7 +15,7 @@ from pathlib import Path
 
 from explorer.config import JIT_MODES, OPTIMIZERS, LayerConfig, RunConfig
 from explorer.engine import Run, TrainingStopped
-from explorer.sources import GRAPHS
+from explorer.sources import FEATURES, PRESETS
 
 MAX_CONFIG_BYTES = 64 * 1024
 
@@ -50,7 +50,9 @@ def _parser() -> argparse.ArgumentParser:
                             ("compare", "the same configuration in every JIT mode")):
         p = sub.add_parser(name, help=help_text)
         p.add_argument("--config", type=Path, help="a saved RunConfig JSON file")
-        p.add_argument("--graph", choices=sorted(GRAPHS))
+        p.add_argument("--graph", choices=sorted(PRESETS))
+        p.add_argument("--difficulty", type=float, help="0 (easy) to 1, synthetic presets")
+        p.add_argument("--features", choices=FEATURES)
         p.add_argument("--mode", choices=list(JIT_MODES))
         p.add_argument("--epochs", type=int)
         p.add_argument("--seed", type=int)
@@ -78,8 +80,9 @@ def _config(args) -> RunConfig:
         except UnicodeDecodeError:
             raise UsageError(f"{args.config}: not UTF-8 text") from None
     changes = {name: getattr(args, name) for name in
-               ("graph", "mode", "epochs", "seed", "layers", "optimizer", "learning_rate",
-                "weight_decay", "dropout", "batch_norm", "bucket_padding")
+               ("graph", "difficulty", "features", "mode", "epochs", "seed", "layers",
+                "optimizer", "learning_rate", "weight_decay", "dropout", "batch_norm",
+                "bucket_padding")
                if getattr(args, name) is not None}
     return RunConfig.from_dict({**config.to_dict(), **_plain(changes)})
 

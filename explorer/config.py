@@ -12,6 +12,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from explorer.sources import FEATURES, PRESETS
 from gnncore import ACTIVATIONS, CONV_TYPES
 
 __all__ = ["JIT_MODES", "LayerConfig", "OPTIMIZERS", "RunConfig"]
@@ -29,7 +30,6 @@ JIT_MODES = {
 }
 
 OPTIMIZERS = ("adam", "adamw", "sgd")
-FEATURES = ("one_hot", "degree", "constant")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,8 +47,9 @@ class RunConfig:
     """Everything that determines a run (same config + seed → same losses).
 
     Arguments:
-        graph: graph source name (``karate`` by default).
-        features: node features: ``one_hot``, ``degree`` or ``constant``.
+        graph: a preset name (``karate`` by default; see ``explorer.sources.PRESETS``).
+        difficulty: 0 (easy) to 1, for the synthetic presets.
+        features: node features, one of ``explorer.sources.FEATURES``.
         layers: the conv stack; the last layer's width is replaced by the number
             of classes unless ``head`` is set.
         activation, dropout, batch_norm, residual, head: see ``gnncore.GNN``.
@@ -63,6 +64,7 @@ class RunConfig:
     """
 
     graph: str = "karate"
+    difficulty: float = 0.0
     features: str = "one_hot"
     layers: tuple[LayerConfig, ...] = (LayerConfig("gcn", 16), LayerConfig("gcn", 16))
     activation: str = "relu"
@@ -80,6 +82,8 @@ class RunConfig:
     bucket_padding: bool = False
 
     def __post_init__(self):
+        _check(self.graph in PRESETS, "graph", f"choose one of {sorted(PRESETS)}")
+        _check(0.0 <= self.difficulty <= 1.0, "difficulty", "must be in [0, 1]")
         _check(self.features in FEATURES, "features", f"choose one of {FEATURES}")
         _check(len(self.layers) >= 1, "layers", "needs at least one layer")
         for i, layer in enumerate(self.layers):

@@ -96,7 +96,7 @@ class Run:
         self.config = config
         self.graph = graph if graph is not None else load_graph(
             config.graph, features=config.features, seed=config.seed,
-            train_per_class=config.train_per_class)
+            train_per_class=config.train_per_class, difficulty=config.difficulty)
         g = self.graph
         self.model = build_model(config, g.num_features, max(g.num_classes(), 2))
         self.optimizer = build_optimizer(config, self.model)
@@ -134,6 +134,8 @@ class Run:
         if (old_n, old_e) != (new_n, new_e):
             self._pending_cause = (f"shapes changed: nodes {old_n} -> {new_n}, "
                                    f"edges {old_e} -> {new_e}")
+        elif jax.tree.structure(old) != jax.tree.structure(self._batch):
+            self._pending_cause = "inputs changed: edge weights added or removed"
 
     # ---------------------------------------------------------------- modes
     def _train_step(self, model, optimizer, batch):

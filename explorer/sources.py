@@ -1,63 +1,269 @@
-"""Graph sources for the engine. For now the default graph only: Zachary's
-karate club (labels: the ``club`` attribute), with seeded features and split.
-(Presets, generators, drawing and file import arrive with the graph-sources
-issue and plug in here.)"""
+"""Graph sources: built-in presets and seeded generators, node features and
+train/val/test splits, all producing a :class:`gnncore.Graph`. No streamlit.
+
+Every preset is deterministic given a seed. ``PRESETS`` maps a name to a
+:class:`Preset` with a one-line description; :func:`load_graph` turns one into
+a training-ready ``Graph``.
+"""
 
 from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
 
 import networkx as nx
 import numpy as np
 
 from gnncore import Graph, from_networkx
 
-__all__ = ["GRAPHS", "build_features", "load_graph", "split_per_class"]
+__all__ = ["FEATURES", "PRESETS", "Preset", "build_features", "graph_classification_dataset",
+           "load_graph", "preset_graph", "split_per_class"]
 
 
-def _karate() -> tuple[nx.Graph, np.ndarray]:
+@dataclasses.dataclass(frozen=True)
+class Preset:
+    """A graph source: ``build(seed, difficulty)`` → ``(networkx graph, labels)``.
+    ``difficulty`` in [0, 1] only matters for synthetic tasks (0 = easy)."""
+
+    description: str
+    build: Callable[[int, float], tuple[nx.Graph, np.ndarray]]
+    synthetic: bool = False
+
+
+def _communities(G: nx.Graph) -> np.ndarray:
+    """Labels from greedy modularity communities (deterministic)."""
+    index = {n: i for i, n in enumerate(G)}
+    labels = np.full(G.number_of_nodes(), -1, np.int32)
+    for c, members in enumerate(nx.community.greedy_modularity_communities(G, weight=None)):
+        for n in members:
+            labels[index[n]] = c
+    return labels
+
+
+def _karate(seed, difficulty):
     G = nx.karate_club_graph()
     clubs = sorted({G.nodes[n]["club"] for n in G})
-    labels = np.asarray([clubs.index(G.nodes[n]["club"]) for n in G], np.int32)
+    return G, np.asarray([clubs.index(G.nodes[n]["club"]) for n in G], np.int32)
+
+
+def _florentine(seed, difficulty):
+    G = nx.florentine_families_graph()
+    return G, _communities(G)
+
+
+def _les_miserables(seed, difficulty):
+    G = nx.les_miserables_graph()
+    return G, _communities(G)
+
+
+def _davis(seed, difficulty):
+    G = nx.davis_southern_women_graph()
+    return G, np.asarray([G.nodes[n]["bipartite"] for n in G], np.int32)
+
+
+def _noise_edges(G: nx.Graph, count: int, rng: np.random.Generator) -> None:
+    """Add ``count`` random edges: the difficulty knob of the synthetic tasks."""
+    nodes = list(G)
+    for _ in range(count):
+        u, v = rng.choice(len(nodes), size=2, replace=False)
+        G.add_edge(nodes[u], nodes[v])
+
+
+def _sbm(seed, difficulty):
+    sizes = [20, 20, 20]
+    p_in = 0.3
+    p_out = 0.02 + 0.25 * difficulty  # at difficulty 1 blocks are barely distinguishable
+    probs = [[p_in if i == j else p_out for j in range(3)] for i in range(3)]
+    G = nx.stochastic_block_model(sizes, probs, seed=seed)
+    return nx.Graph(G), np.repeat(np.arange(3, dtype=np.int32), sizes)
+
+
+def _ring_of_cliques(seed, difficulty):
+    G = nx.ring_of_cliques(4, 6)
+    _noise_edges(G, int(round(30 * difficulty)), np.random.default_rng(seed))
+    return G, (np.arange(24) // 6).astype(np.int32)
+
+
+def _grid_regions(seed, difficulty):
+    G = nx.convert_node_labels_to_integers(nx.grid_2d_graph(8, 8), ordering="sorted")
+    rows, cols = np.divmod(np.arange(64), 8)
+    labels = ((rows >= 4) * 2 + (cols >= 4)).astype(np.int32)
+    _noise_edges(G, int(round(40 * difficulty)), np.random.default_rng(seed))
     return G, labels
 
 
-GRAPHS = {"karate": ("Zachary's karate club, labelled by the club each member joined", _karate)}
+def _random_geometric(seed, difficulty):
+    G = nx.random_geometric_graph(80, 0.18 + 0.1 * difficulty, seed=seed)
+    pos = np.asarray([G.nodes[n]["pos"] for n in G])
+    labels = ((pos[:, 1] >= 0.5) * 2 + (pos[:, 0] >= 0.5)).astype(np.int32)
+    return G, labels
 
 
-def build_features(G: nx.Graph, kind: str) -> np.ndarray:
-    """Node features: ``one_hot`` node id, ``degree`` (scalar) or ``constant``."""
+def _named(make):
+    def build(seed, difficulty):
+        G = make()
+        colours = nx.greedy_color(G, strategy="largest_first")
+        return G, np.asarray([colours[n] for n in G], np.int32)
+
+    return build
+
+
+PRESETS: dict[str, Preset] = {
+    "karate": Preset("Zachary's karate club (34 members), labelled by the club each joined",
+                     _karate),
+    "florentine": Preset("Marriage ties of 15 Florentine families, labelled by community",
+                         _florentine),
+    "les_miserables": Preset("Co-appearances of 77 Les Misérables characters, labelled by "
+                             "community", _les_miserables),
+    "davis_southern_women": Preset("Davis' southern women and the events they attended "
+                                   "(labels: woman or event)", _davis),
+    "sbm": Preset("Stochastic block model: 3 blocks of 20; difficulty raises the "
+                  "between-block edge probability", _sbm, synthetic=True),
+    "ring_of_cliques": Preset("4 cliques of 6 in a ring, labelled by clique; difficulty adds "
+                              "random edges", _ring_of_cliques, synthetic=True),
+    "grid_regions": Preset("8×8 grid labelled by quadrant; difficulty adds random shortcuts",
+                           _grid_regions, synthetic=True),
+    "random_geometric": Preset("80 random points joined when close, labelled by quadrant; "
+                               "difficulty widens the radius", _random_geometric,
+                               synthetic=True),
+    "petersen": Preset("The Petersen graph (labels: a greedy colouring)",
+                       _named(nx.petersen_graph)),
+    "house": Preset("The house graph (labels: a greedy colouring)", _named(nx.house_graph)),
+    "cycle": Preset("A cycle of 8 nodes (labels: a greedy colouring)",
+                    _named(lambda: nx.cycle_graph(8))),
+    "path": Preset("A path of 8 nodes (labels: a greedy colouring)",
+                   _named(lambda: nx.path_graph(8))),
+    "star": Preset("A star with 7 leaves (labels: centre or leaf)",
+                   _named(lambda: nx.star_graph(7))),
+    "complete": Preset("The complete graph on 6 nodes (labels: a greedy colouring)",
+                       _named(lambda: nx.complete_graph(6))),
+}
+
+FEATURES = ("one_hot", "degree", "degree_one_hot", "constant", "gaussian", "laplacian")
+
+
+def preset_graph(name: str, *, seed: int = 0, difficulty: float = 0.0):
+    """``(networkx graph, labels)`` of a preset; raises ``ValueError`` for an
+    unknown name or a difficulty outside [0, 1]."""
+    if name not in PRESETS:
+        raise ValueError(f"unknown graph {name!r}; choose one of {sorted(PRESETS)}")
+    if not 0.0 <= difficulty <= 1.0:
+        raise ValueError(f"difficulty must be in [0, 1]; got {difficulty}")
+    return PRESETS[name].build(seed, difficulty)
+
+
+def build_features(G: nx.Graph, kind: str, *, seed: int = 0, dim: int = 8) -> np.ndarray:
+    """Node features of ``G`` (in ``list(G)`` order).
+
+    ``one_hot`` node id; ``degree`` (scalar); ``degree_one_hot`` (degrees above
+    ``dim - 1`` share the last slot); ``constant``; ``gaussian`` (seeded,
+    ``dim`` wide); ``laplacian``: the ``dim`` eigenvectors of the normalised
+    Laplacian with the smallest non-zero eigenvalues (zero-padded for small
+    graphs; each vector's sign fixed so its largest entry is positive).
+    """
     n = G.number_of_nodes()
+    degrees = np.asarray([d for _, d in G.degree()], np.int64)
     if kind == "one_hot":
         return np.eye(n, dtype=np.float32)
     if kind == "degree":
-        return np.asarray([[float(d)] for _, d in G.degree()], np.float32)
+        return degrees[:, None].astype(np.float32)
+    if kind == "degree_one_hot":
+        return np.eye(dim, dtype=np.float32)[np.minimum(degrees, dim - 1)]
     if kind == "constant":
         return np.ones((n, 1), np.float32)
-    raise ValueError(f"unknown features {kind!r}; choose one_hot, degree or constant")
+    if kind == "gaussian":
+        return np.random.default_rng(seed).normal(size=(n, dim)).astype(np.float32)
+    if kind == "laplacian":
+        lap = nx.normalized_laplacian_matrix(nx.Graph(G.to_undirected()), nodelist=list(G))
+        values, vectors = np.linalg.eigh(lap.toarray())
+        vectors = vectors[:, values > 1e-8][:, :dim]
+        flip = np.sign(vectors[np.argmax(np.abs(vectors), axis=0), np.arange(vectors.shape[1])])
+        vectors = vectors * np.where(flip == 0, 1, flip)
+        out = np.zeros((n, dim), np.float32)
+        out[:, : vectors.shape[1]] = vectors
+        return out
+    raise ValueError(f"unknown features {kind!r}; choose one of {FEATURES}")
 
 
-def split_per_class(labels: np.ndarray, per_class: int, seed: int):
-    """Seeded masks: ``per_class`` training nodes per class; the other labelled
-    nodes are split evenly into validation and test. Label -1 is in no split."""
+def split_per_class(labels: np.ndarray, per_class: int, seed: int, *,
+                    val_fraction: float = 0.5, test_fraction: float = 0.5):
+    """Seeded masks: ``per_class`` training nodes per class; of the other
+    labelled nodes, ``val_fraction`` go to validation and ``test_fraction`` to
+    test (the rest to neither). Label -1 means unlabelled: in no split."""
+    if val_fraction < 0 or test_fraction < 0 or val_fraction + test_fraction > 1:
+        raise ValueError("val_fraction and test_fraction must be >= 0 and sum to <= 1")
     rng = np.random.default_rng(seed)
     train = np.zeros(labels.shape, bool)
     for c in np.unique(labels[labels >= 0]):
         nodes = np.flatnonzero(labels == c)
         train[rng.choice(nodes, size=min(per_class, len(nodes)), replace=False)] = True
     rest = rng.permutation(np.flatnonzero((labels >= 0) & ~train))
+    n_val = int(round(val_fraction * len(rest)))
+    n_test = int(round(test_fraction * len(rest)))
     val = np.zeros(labels.shape, bool)
     test = np.zeros(labels.shape, bool)
-    val[rest[: len(rest) // 2]] = True
-    test[rest[len(rest) // 2:]] = True
+    val[rest[:n_val]] = True
+    test[rest[n_val:n_val + n_test]] = True
     return train, val, test
 
 
 def load_graph(name: str = "karate", *, features: str = "one_hot", seed: int = 0,
-               train_per_class: int = 4) -> Graph:
-    """The named graph as a :class:`gnncore.Graph` with features, labels and split."""
-    if name not in GRAPHS:
-        raise ValueError(f"unknown graph {name!r}; choose one of {sorted(GRAPHS)}")
-    G, labels = GRAPHS[name][1]()
+               train_per_class: int = 4, difficulty: float = 0.0) -> Graph:
+    """A preset as a training-ready :class:`gnncore.Graph` (features, labels, split)."""
+    G, labels = preset_graph(name, seed=seed, difficulty=difficulty)
     train, val, test = split_per_class(labels, train_per_class, seed)
-    g = from_networkx(G, feature_attrs=None, label_attr=None, weight_attr=None)
-    return Graph.from_arrays(g.edge_index, build_features(G, features), y=labels,
-                             train_mask=train, val_mask=val, test_mask=test)
+    weight = "weight" if all("weight" in d for _, _, d in G.edges(data=True)) else None
+    g = from_networkx(G, feature_attrs=None, label_attr=None, weight_attr=weight)
+    return Graph.from_arrays(g.edge_index, build_features(G, features, seed=seed), y=labels,
+                             edge_weight=g.edge_weight, train_mask=train, val_mask=val,
+                             test_mask=test)
+
+
+# ------------------------------------------------- graph classification data
+def _cycle_or_tree(rng, label):
+    n = int(rng.integers(5, 11))
+    if label == 0:
+        return nx.cycle_graph(n)
+    return nx.random_labeled_tree(n, seed=int(rng.integers(2**31)))
+
+
+def _triangle(rng, label):
+    n = int(rng.integers(6, 11))
+    if label == 1:  # has a triangle: a tree plus one chord closing a triangle
+        G = nx.path_graph(n)
+        G.add_edge(0, 2)
+        return G
+    return nx.cycle_graph(n)  # n >= 6: triangle-free
+
+
+def _communities_task(rng, label):
+    size = int(rng.integers(4, 7))
+    if label == 0:
+        return nx.complete_graph(2 * size)
+    G = nx.disjoint_union(nx.complete_graph(size), nx.complete_graph(size))
+    G.add_edge(0, size)
+    return G
+
+
+GRAPH_TASKS = {
+    "cycle_vs_tree": ("Cycle (0) or tree (1)", _cycle_or_tree),
+    "triangle": ("Triangle-free (0) or has a triangle (1)", _triangle),
+    "communities": ("One community (0) or two joined by a bridge (1)", _communities_task),
+}
+
+
+def graph_classification_dataset(name: str, num_graphs: int = 100, *, seed: int = 0):
+    """``[(Graph, label)]``: many small graphs with one label each, classes
+    balanced and shuffled. Node features: constant 1 (structure alone decides)."""
+    if name not in GRAPH_TASKS:
+        raise ValueError(f"unknown task {name!r}; choose one of {sorted(GRAPH_TASKS)}")
+    rng = np.random.default_rng(seed)
+    make = GRAPH_TASKS[name][1]
+    labels = rng.permutation(np.arange(num_graphs) % 2)
+    out = []
+    for label in labels:
+        G = make(rng, int(label))
+        g = from_networkx(G, feature_attrs=None, label_attr=None, weight_attr=None)
+        out.append((Graph.from_arrays(g.edge_index, np.ones((g.num_nodes, 1), np.float32)),
+                    int(label)))
+    return out

@@ -73,3 +73,9 @@ def test_module_entry_point_runs_as_a_subprocess():
                             timeout=300)
     assert result.returncode == 1
     assert result.stdout.strip().splitlines()[-3].startswith("verdict: frozen")
+
+
+def test_presets_and_features_from_flags():
+    code, text = run_cli("train", "--graph", "sbm", "--difficulty", "0.2", "--features",
+                         "laplacian", "--epochs", "3")
+    assert code == 0 and "graph sbm" in text and "verdict: training" in text

@@ -30,6 +30,9 @@ def test_round_trip_through_plain_json():
     ({"layers": [{"kind": "gcn", "width": 2.5}]}, "layers[0].width"),
     ({"layers": [{"kind": "gcn", "depth": 2}]}, "layers[0].depth"),
     ({"colour": "red"}, "colour"),
+    ({"graph": "mars"}, "graph"),
+    ({"difficulty": 2}, "difficulty"),
+    ({"features": "colour"}, "features"),
     ({"epochs": 10**9}, "epochs"),
 ])
 def test_bad_fields_are_named(data, field):

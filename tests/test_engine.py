@@ -123,7 +123,10 @@ def test_gat_and_head_configs_build_and_train():
 
 def _with_edge(graph, s, t):
     ei = np.concatenate([np.asarray(graph.edge_index), [[s, t], [t, s]]], axis=1)
+    weights = None if graph.edge_weight is None else np.concatenate(
+        [np.asarray(graph.edge_weight), [1.0, 1.0]])
     return Graph.from_arrays(ei, np.asarray(graph.x), y=np.asarray(graph.y),
+                             edge_weight=weights,
                              train_mask=np.asarray(graph.train_mask),
                              val_mask=np.asarray(graph.val_mask),
                              test_mask=np.asarray(graph.test_mask))
@@ -201,3 +204,12 @@ def test_eval_forward_under_plain_jax_jit_is_safe():
     for group_before, group_after in zip(before, after):
         for a, b in zip(group_before, group_after):
             np.testing.assert_array_equal(a, b)
+
+
+def test_dropping_edge_weights_retraces_and_says_why():
+    run = Run(RunConfig(epochs=2))
+    assert run.graph.edge_weight is not None  # karate club carries interaction counts
+    run.train(1)
+    run.set_graph(run.graph.replace(edge_weight=None))
+    record = run.step()
+    assert record.traced and record.trace_cause == "inputs changed: edge weights added or removed"
