@@ -1,0 +1,185 @@
+"""Drawing a graph: pure editing operations, an undo history and stable layouts.
+
+A :class:`Drawing` is immutable: every operation returns a new one, so the UI
+can keep a history and undo by stepping back. Positions belong to the drawing:
+layouts place only nodes that have none, so existing nodes never jump when a
+node or edge is added.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import networkx as nx
+import numpy as np
+
+from explorer.sources import build_features, preset_graph, split_per_class
+from gnncore import Graph
+
+__all__ = ["LAYOUTS", "Drawing", "History", "from_preset"]
+
+LAYOUTS = ("spring", "kamada_kawai", "spectral", "circular")
+MAX_NODES = 2000  # drawing is for small graphs; files and presets go beyond
+
+
+@dataclasses.dataclass(frozen=True)
+class Drawing:
+    """An editable graph: node names, labels (-1 = unlabelled), positions
+    (``None`` until laid out), edges as ``(source, target)`` index pairs."""
+
+    names: tuple[str, ...] = ()
+    labels: tuple[int, ...] = ()
+    positions: tuple[tuple[float, float] | None, ...] = ()
+    edges: tuple[tuple[int, int], ...] = ()
+    directed: bool = False
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.names)
+
+    # ------------------------------------------------------------- editing
+    def add_node(self, name: str | None = None, label: int = -1,
+                 position: tuple[float, float] | None = None) -> Drawing:
+        if self.num_nodes >= MAX_NODES:
+            raise ValueError(f"a drawing holds at most {MAX_NODES} nodes")
+        name = str(self.num_nodes) if name is None else str(name)
+        if name in self.names:
+            raise ValueError(f"a node named {name!r} already exists")
+        return dataclasses.replace(
+            self, names=self.names + (name,), labels=self.labels + (int(label),),
+            positions=self.positions + (None if position is None else
+                                        (float(position[0]), float(position[1])),))
+
+    def remove_nodes(self, nodes) -> Drawing:
+        """Remove nodes and their edges; the others are renumbered in order."""
+        drop = {self._check(n) for n in nodes}
+        keep = [i for i in range(self.num_nodes) if i not in drop]
+        new_index = {old: new for new, old in enumerate(keep)}
+        return dataclasses.replace(
+            self, names=tuple(self.names[i] for i in keep),
+            labels=tuple(self.labels[i] for i in keep),
+            positions=tuple(self.positions[i] for i in keep),
+            edges=tuple((new_index[u], new_index[v]) for u, v in self.edges
+                        if u in new_index and v in new_index))
+
+    def add_edge(self, u: int, v: int) -> Drawing:
+        u, v = self._check(u), self._check(v)
+        if self.has_edge(u, v):
+            return self
+        return dataclasses.replace(self, edges=self.edges + ((u, v),))
+
+    def remove_edge(self, u: int, v: int) -> Drawing:
+        u, v = self._check(u), self._check(v)
+        return dataclasses.replace(self, edges=tuple(
+            e for e in self.edges if not self._same(e, (u, v))))
+
+    def set_label(self, nodes, label: int) -> Drawing:
+        chosen = {self._check(n) for n in nodes}
+        return dataclasses.replace(self, labels=tuple(
+            int(label) if i in chosen else lab for i, lab in enumerate(self.labels)))
+
+    def set_directed(self, directed: bool) -> Drawing:
+        return dataclasses.replace(self, directed=bool(directed))
+
+    def clear(self) -> Drawing:
+        return Drawing(directed=self.directed)
+
+    def has_edge(self, u: int, v: int) -> bool:
+        return any(self._same(e, (u, v)) for e in self.edges)
+
+    def _same(self, a, b) -> bool:
+        return a == b or (not self.directed and a == (b[1], b[0]))
+
+    def _check(self, node) -> int:
+        node = int(node)
+        if not 0 <= node < self.num_nodes:
+            raise ValueError(f"no node {node}: the drawing has {self.num_nodes} nodes")
+        return node
+
+    # -------------------------------------------------------------- layout
+    def to_networkx(self) -> nx.Graph:
+        G = nx.DiGraph() if self.directed else nx.Graph()
+        G.add_nodes_from(range(self.num_nodes))
+        G.add_edges_from(self.edges)
+        return G
+
+    def layout(self, method: str = "spring", *, seed: int = 0) -> Drawing:
+        """Give every node without a position one; placed nodes stay where they
+        are. ``spring`` relaxes the new nodes around the fixed ones; the other
+        methods compute a full layout and take only the new nodes' positions."""
+        if method not in LAYOUTS:
+            raise ValueError(f"unknown layout {method!r}; choose one of {LAYOUTS}")
+        missing = [i for i, p in enumerate(self.positions) if p is None]
+        if not missing:
+            return self
+        G = self.to_networkx().to_undirected()
+        placed = {i: p for i, p in enumerate(self.positions) if p is not None}
+        if method == "spring":
+            pos = nx.spring_layout(G, pos=placed or None, fixed=list(placed) or None,
+                                   seed=seed)
+        elif method == "kamada_kawai":
+            pos = nx.kamada_kawai_layout(G) if G.number_of_nodes() > 1 else {0: (0.0, 0.0)}
+        elif method == "spectral":
+            pos = nx.spectral_layout(G) if G.number_of_nodes() > 2 else nx.circular_layout(G)
+        else:
+            pos = nx.circular_layout(G)
+        positions = list(self.positions)
+        for i in missing:
+            positions[i] = (float(pos[i][0]), float(pos[i][1]))
+        return dataclasses.replace(self, positions=tuple(positions))
+
+    # ------------------------------------------------------------ training
+    def to_graph(self, *, features: str = "one_hot", seed: int = 0,
+                 train_per_class: int = 1) -> Graph:
+        """The drawing as a training-ready :class:`gnncore.Graph`; an undirected
+        edge becomes both directions."""
+        if not self.num_nodes:
+            raise ValueError("the drawing has no nodes")
+        pairs = list(self.edges)
+        if not self.directed:
+            pairs += [(v, u) for u, v in self.edges if u != v]
+        edge_index = np.asarray(pairs, np.int64).T.reshape(2, -1)
+        labels = np.asarray(self.labels, np.int32)
+        train, val, test = split_per_class(labels, train_per_class, seed)
+        x = build_features(self.to_networkx(), features, seed=seed)
+        return Graph.from_arrays(edge_index, x, num_nodes=self.num_nodes, y=labels,
+                                 train_mask=train, val_mask=val, test_mask=test)
+
+
+def from_preset(name: str, *, seed: int = 0, difficulty: float = 0.0,
+                layout: str = "spring") -> Drawing:
+    """A preset as a drawing (names from the networkx nodes), laid out."""
+    G, labels = preset_graph(name, seed=seed, difficulty=difficulty)
+    index = {n: i for i, n in enumerate(G)}
+    drawing = Drawing(names=tuple(str(n) for n in G), labels=tuple(int(v) for v in labels),
+                      positions=(None,) * G.number_of_nodes(),
+                      edges=tuple((index[u], index[v]) for u, v in G.edges()),
+                      directed=G.is_directed())
+    return drawing.layout(layout, seed=seed)
+
+
+class History:
+    """Undo for drawings: ``push`` each new state, ``undo`` steps back. Keeps at
+    most ``limit`` states (the oldest are dropped)."""
+
+    def __init__(self, initial: Drawing, limit: int = 100):
+        self._states = [initial]
+        self.limit = limit
+
+    @property
+    def current(self) -> Drawing:
+        return self._states[-1]
+
+    def push(self, drawing: Drawing) -> Drawing:
+        if drawing != self.current:
+            self._states.append(drawing)
+            del self._states[:-self.limit]
+        return drawing
+
+    def undo(self) -> Drawing:
+        if len(self._states) > 1:
+            self._states.pop()
+        return self.current
+
+    def __len__(self) -> int:
+        return len(self._states)
