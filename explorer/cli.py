@@ -1,10 +1,10 @@
-"""Command line: ``python -m explorer train|compare|audit``.
+"""Command line: ``python -m explorer train|compare|audit|inspect``.
 
 ``train`` runs one configuration and ends with a ``verdict:`` line (exit 0,
 frozen or not); ``audit`` is the same but exits 1 on a frozen verdict, for CI
 scripts; ``compare`` runs the configuration in every JIT mode from the same
-initial weights and prints one row per mode. Bad arguments exit 2 with a
-one-line message.
+initial weights and prints one row per mode; ``inspect PATH`` summarises a
+graph file. Bad arguments and bad files exit 2 with a one-line message.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from pathlib import Path
 
 from explorer.config import JIT_MODES, OPTIMIZERS, LayerConfig, RunConfig
 from explorer.engine import Run, TrainingStopped
+from explorer.graphio import GraphFileError, load_graph_file
 from explorer.sources import FEATURES, PRESETS
 
 MAX_CONFIG_BYTES = 64 * 1024
@@ -65,10 +66,37 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--bucket-padding", action=argparse.BooleanOptionalAction,
                        default=None)
         p.add_argument("--every", type=int, default=10, help="print every N steps")
+    p = sub.add_parser("inspect", help="read a graph file and summarise it")
+    p.add_argument("path", type=Path)
+    p.add_argument("--nodes", type=Path, help="optional node CSV (id,label,feature...)")
     return parser
 
 
-def _config(args) -> RunConfig:
+def _inspect(args, out) -> int:
+    try:
+        node_csv = None if args.nodes is None else args.nodes.read_bytes()
+        graph = load_graph_file(args.path, node_csv=node_csv)
+    except OSError as err:
+        print(f"error: cannot read {args.nodes}: {err.strerror}", file=sys.stderr)
+        return 2
+    except GraphFileError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    labels = graph.labels
+    classes = 0 if labels is None else len(set(labels[labels >= 0].tolist()))
+    print(f"nodes: {graph.num_nodes}", file=out)
+    print(f"edges: {graph.edge_index.shape[1]}" + ("" if graph.directed else " (undirected)"),
+          file=out)
+    print(f"features: {0 if graph.features is None else graph.features.shape[1]}", file=out)
+    print(f"labels: {classes}", file=out)
+    for warning in graph.warnings:
+        print(f"warning: {warning}", file=out)
+    return 0
+
+
+def _config(args) -> RunConfig | None:
+    if args.command == "inspect":
+        return None
     config = RunConfig()
     if args.config is not None:
         try:
@@ -142,6 +170,8 @@ def main(argv=None, out=None) -> int:
     except (UsageError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    if args.command == "inspect":
+        return _inspect(args, out)
     if args.command == "compare":
         _compare(config, out)
         return 0

@@ -79,3 +79,22 @@ def test_presets_and_features_from_flags():
     code, text = run_cli("train", "--graph", "sbm", "--difficulty", "0.2", "--features",
                          "laplacian", "--epochs", "3")
     assert code == 0 and "graph sbm" in text and "verdict: training" in text
+
+
+def test_inspect_a_graph_file(tmp_path):
+    path = tmp_path / "g.edgelist"
+    path.write_text("a b 1.0\nb c 2.0\nc c 1.0\n")
+    code, text = run_cli("inspect", str(path))
+    assert code == 0
+    assert text.splitlines()[:4] == ["nodes: 3", "edges: 3 (undirected)", "features: 0",
+                                     "labels: 0"]
+    assert "warning: g.edgelist: 1 self loops kept" in text
+
+
+def test_inspect_a_bad_file_prints_one_line_and_exits_2(tmp_path, capsys):
+    path = tmp_path / "bad.csv"
+    path.write_text("from,to\na,b\n")
+    assert main(["inspect", str(path)], out=io.StringIO()) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "bad.csv line 1: header must be" in err
+    assert main(["inspect", str(tmp_path / "missing.npz")], out=io.StringIO()) == 2

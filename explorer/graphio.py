@@ -1,0 +1,419 @@
+"""Graph files: strict import and export.
+
+Every bad input raises :class:`GraphFileError` whose message names the file,
+the line or field, and what is wrong; nothing else escapes the loaders. Sizes
+are capped before anything large is built. Never pickle, never eval.
+
+Formats (by extension): ``.edgelist``/``.txt`` (whitespace separated
+``source target [weight]``, ``#`` comments), ``.csv`` (header
+``source,target[,weight]``; an optional node CSV ``id,label,feature...``),
+``.json`` (networkx node-link), ``.npz`` (the ``../shared/datasets`` schema,
+loaded with ``allow_pickle=False``).
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+import math
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from gnncore import Graph
+
+__all__ = ["FORMATS", "GraphFile", "GraphFileError", "Limits", "export_graph", "load_graph_file"]
+
+FORMATS = {".edgelist": "edgelist", ".txt": "edgelist", ".csv": "csv", ".json": "json",
+           ".npz": "npz"}
+
+
+class GraphFileError(ValueError):
+    """A graph file that cannot be used; the message says where and why."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    max_bytes: int = 20 * 1024 * 1024
+    max_nodes: int = 50_000
+    max_edges: int = 500_000
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class GraphFile:
+    """What a file holds: node names (display), edges as indices, optional
+    weights, labels (-1 = unlabelled), optional features, direction, and the
+    warnings raised while reading (duplicates, self loops)."""
+
+    names: tuple[str, ...]
+    edge_index: np.ndarray  # int64 [2, E]
+    weights: np.ndarray | None = None
+    labels: np.ndarray | None = None
+    features: np.ndarray | None = None
+    directed: bool = False
+    warnings: tuple[str, ...] = ()
+    masks: dict | None = None
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.names)
+
+    def equals(self, other: GraphFile) -> bool:
+        def same(a, b):
+            return (a is None and b is None) or (a is not None and b is not None and np.array_equal(
+                np.asarray(a), np.asarray(b)))
+        return (self.names == other.names and self.directed == other.directed
+                and same(self.edge_index, other.edge_index) and same(self.weights, other.weights)
+                and same(self.labels, other.labels) and same(self.features, other.features))
+
+    def to_graph(self) -> Graph:
+        """As a :class:`gnncore.Graph` (undirected edges in both directions)."""
+        ei, w = self.edge_index, self.weights
+        if not self.directed:
+            loops = ei[0] == ei[1]
+            ei = np.concatenate([ei, ei[::-1, ~loops]], axis=1)
+            w = None if w is None else np.concatenate([w, w[~loops]])
+        masks = self.masks or {}
+        return Graph.from_arrays(ei, self.features, num_nodes=self.num_nodes, edge_weight=w,
+                                 y=self.labels, **masks)
+
+
+# ------------------------------------------------------------------ reading
+def load_graph_file(path, data: bytes | None = None, *, limits: Limits = Limits(),
+                    node_csv: bytes | None = None, drop_duplicates: bool = False,
+                    drop_self_loops: bool = False) -> GraphFile:
+    """Read a graph file (``data`` given: its bytes, e.g. an upload named ``path``)."""
+    name = Path(str(path)).name
+    fmt = FORMATS.get(Path(name).suffix.lower())
+    if fmt is None:
+        raise GraphFileError(f"{name}: unknown extension; use one of {sorted(FORMATS)}")
+    if data is None:
+        try:
+            size = Path(path).stat().st_size
+            if size > limits.max_bytes:
+                raise GraphFileError(f"{name}: {size} bytes is over the limit of "
+                                     f"{limits.max_bytes}")
+            data = Path(path).read_bytes()
+        except OSError as err:
+            raise GraphFileError(f"{name}: cannot read: {err.strerror}") from None
+    if len(data) > limits.max_bytes:
+        raise GraphFileError(f"{name}: {len(data)} bytes is over the limit of {limits.max_bytes}")
+    if not data.strip():
+        raise GraphFileError(f"{name}: the file is empty")
+    try:
+        if fmt == "npz":
+            result = _read_npz(name, data, limits)
+        else:
+            text = _text(name, data)
+            reader = {"edgelist": _read_edgelist, "csv": _read_csv, "json": _read_json}[fmt]
+            result = reader(name, text, limits)
+            if node_csv is not None:
+                result = _apply_node_csv(result, name, _text("node CSV", node_csv))
+    except GraphFileError:
+        raise
+    except Exception as err:  # a bug in a reader must still not leak a traceback
+        raise GraphFileError(f"{name}: could not be read ({type(err).__name__})") from None
+    return _clean(result, name, drop_duplicates, drop_self_loops)
+
+
+def _text(name: str, data: bytes) -> str:
+    if b"\x00" in data:
+        raise GraphFileError(f"{name}: binary data, not a text graph file")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise GraphFileError(f"{name}: not UTF-8 text (byte {err.start})") from None
+
+
+def _number(text: str, where: str, what: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise GraphFileError(f"{where}: {what} {text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise GraphFileError(f"{where}: {what} is {text}; NaN and Inf are not allowed")
+    return value
+
+
+class _Nodes:
+    """Maps node ids (as written in the file) to indices, in order of appearance."""
+
+    def __init__(self, name: str, limits: Limits):
+        self.index: dict[str, int] = {}
+        self.name, self.limits = name, limits
+
+    def __call__(self, key: str, where: str) -> int:
+        if key not in self.index:
+            if len(self.index) >= self.limits.max_nodes:
+                raise GraphFileError(f"{where}: more than {self.limits.max_nodes} nodes")
+            self.index[key] = len(self.index)
+        return self.index[key]
+
+
+def _finish(name, nodes, src, dst, weights, limits, **extra) -> GraphFile:
+    if not nodes.index:
+        raise GraphFileError(f"{name}: the graph has no nodes")
+    ei = np.asarray([src, dst], np.int64).reshape(2, -1)
+    w = None if weights is None else np.asarray(weights, np.float32)
+    return GraphFile(names=tuple(nodes.index), edge_index=ei, weights=w, **extra)
+
+
+def _read_edgelist(name: str, text: str, limits: Limits) -> GraphFile:
+    nodes, src, dst, weights = _Nodes(name, limits), [], [], []
+    has_weight = None
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        where = f"{name} line {number}"
+        parts = line.split()
+        if len(parts) < 2:
+            raise GraphFileError(f"{where}: needs 'source target [weight]', got {line!r}")
+        if len(parts) > 3:
+            raise GraphFileError(f"{where}: too many columns ({len(parts)}); expected 2 or 3")
+        if has_weight is None:
+            has_weight = len(parts) == 3
+        elif has_weight != (len(parts) == 3):
+            raise GraphFileError(f"{where}: {len(parts)} columns, but earlier lines had "
+                                 f"{3 if has_weight else 2}")
+        if len(src) >= limits.max_edges:
+            raise GraphFileError(f"{where}: more than {limits.max_edges} edges")
+        src.append(nodes(parts[0], where))
+        dst.append(nodes(parts[1], where))
+        if has_weight:
+            weights.append(_number(parts[2], where, "weight"))
+    return _finish(name, nodes, src, dst, weights if has_weight else None, limits)
+
+
+def _read_csv(name: str, text: str, limits: Limits) -> GraphFile:
+    rows = csv.reader(io.StringIO(text))
+    try:
+        header = [h.strip().lower() for h in next(rows)]
+    except StopIteration:
+        raise GraphFileError(f"{name}: the file is empty") from None
+    if header[:2] != ["source", "target"] or len(header) > 3 or (
+            len(header) == 3 and header[2] != "weight"):
+        raise GraphFileError(f"{name} line 1: header must be 'source,target[,weight]', got "
+                             f"{','.join(header)!r}")
+    nodes, src, dst, weights = _Nodes(name, limits), [], [], []
+    for number, row in enumerate(rows, 2):
+        if not row or all(not c.strip() for c in row):
+            continue
+        where = f"{name} line {number}"
+        if len(row) != len(header):
+            raise GraphFileError(f"{where}: {len(row)} columns, expected {len(header)}")
+        if len(src) >= limits.max_edges:
+            raise GraphFileError(f"{where}: more than {limits.max_edges} edges")
+        src.append(nodes(row[0].strip(), where))
+        dst.append(nodes(row[1].strip(), where))
+        if len(header) == 3:
+            weights.append(_number(row[2].strip(), where, "weight"))
+    return _finish(name, nodes, src, dst, weights if len(header) == 3 else None, limits)
+
+
+def _apply_node_csv(graph: GraphFile, name: str, text: str) -> GraphFile:
+    rows = list(csv.reader(io.StringIO(text)))
+    if not rows or [h.strip().lower() for h in rows[0][:2]] != ["id", "label"]:
+        raise GraphFileError("node CSV line 1: header must start with 'id,label'")
+    width = len(rows[0]) - 2
+    index = {n: i for i, n in enumerate(graph.names)}
+    names = list(graph.names)
+    labels, feats = {}, {}
+    for number, row in enumerate(rows[1:], 2):
+        if not row:
+            continue
+        where = f"node CSV line {number}"
+        if len(row) != width + 2:
+            raise GraphFileError(f"{where}: {len(row)} columns, expected {width + 2} "
+                                 "(ragged feature row)")
+        key = row[0].strip()
+        if key not in index:
+            index[key] = len(names)
+            names.append(key)
+        label = row[1].strip()
+        if label:
+            value = _number(label, where, "label")
+            if value != int(value):
+                raise GraphFileError(f"{where}: label {label!r} is not an integer")
+            labels[index[key]] = int(value)
+        feats[index[key]] = [_number(c.strip(), where, "feature") for c in row[2:]]
+    n = len(names)
+    y = np.full(n, -1, np.int32)
+    for i, v in labels.items():
+        y[i] = v
+    x = None
+    if width:
+        missing = [names[i] for i in range(n) if i not in feats]
+        if missing:
+            raise GraphFileError(f"node CSV: no row for node {missing[0]!r}")
+        x = np.asarray([feats[i] for i in range(n)], np.float32)
+    return dataclasses.replace(graph, names=tuple(names), labels=y, features=x)
+
+
+def _read_json(name: str, text: str, limits: Limits) -> GraphFile:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise GraphFileError(f"{name} line {err.lineno}: invalid JSON: {err.msg}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("nodes"), list):
+        raise GraphFileError(f"{name}: expected node-link JSON with a 'nodes' list")
+    links = data.get("links", data.get("edges", []))
+    if not isinstance(links, list):
+        raise GraphFileError(f"{name}: 'links' must be a list")
+    if len(links) > limits.max_edges:
+        raise GraphFileError(f"{name}: more than {limits.max_edges} edges")
+    nodes = _Nodes(name, limits)
+    labels, feats = [], []
+    for k, node in enumerate(data["nodes"]):
+        where = f"{name} nodes[{k}]"
+        if not isinstance(node, dict) or "id" not in node:
+            raise GraphFileError(f"{where}: each node needs an 'id'")
+        key = str(node["id"])
+        if key in nodes.index:
+            raise GraphFileError(f"{where}: duplicate node id {key!r}")
+        nodes(key, where)
+        label = node.get("label", -1)
+        if isinstance(label, bool) or not isinstance(label, int):
+            raise GraphFileError(f"{where}: label {label!r} is not an integer")
+        labels.append(label)
+        x = node.get("x")
+        if x is not None:
+            if not isinstance(x, list):
+                raise GraphFileError(f"{where}: 'x' must be a list of numbers")
+            feats.append([_number(str(v), where, "feature") for v in x])
+    if feats and (len(feats) != len(labels) or len({len(f) for f in feats}) > 1):
+        raise GraphFileError(f"{name}: features 'x' missing on some nodes or ragged")
+    src, dst, weights = [], [], []
+    weighted = bool(links) and all(isinstance(e, dict) and "weight" in e for e in links)
+    for k, link in enumerate(links):
+        where = f"{name} links[{k}]"
+        if not isinstance(link, dict) or "source" not in link or "target" not in link:
+            raise GraphFileError(f"{where}: each link needs 'source' and 'target'")
+        for end in ("source", "target"):
+            if str(link[end]) not in nodes.index:
+                raise GraphFileError(f"{where}: {end} {link[end]!r} is not a node id")
+        src.append(nodes.index[str(link["source"])])
+        dst.append(nodes.index[str(link["target"])])
+        if weighted:
+            weights.append(_number(str(link["weight"]), where, "weight"))
+    return _finish(name, nodes, src, dst, weights if weighted else None, limits,
+                   labels=np.asarray(labels, np.int32),
+                   features=np.asarray(feats, np.float32) if feats else None,
+                   directed=bool(data.get("directed", False)))
+
+
+def _read_npz(name: str, data: bytes, limits: Limits) -> GraphFile:
+    try:
+        archive = np.load(io.BytesIO(data), allow_pickle=False)
+    except (ValueError, OSError, zipfile.BadZipFile, EOFError):
+        raise GraphFileError(f"{name}: not a valid .npz archive") from None
+    try:
+        arrays = {key: archive[key] for key in archive.files}
+    except ValueError:
+        raise GraphFileError(f"{name}: holds pickled objects, which are never loaded") from None
+    if "edge_index" not in arrays:
+        raise GraphFileError(f"{name}: missing the 'edge_index' array")
+    ei = arrays["edge_index"]
+    if ei.ndim != 2 or ei.shape[0] != 2 or ei.dtype.kind not in "iu":
+        raise GraphFileError(f"{name} field edge_index: must be integers of shape [2, E], got "
+                             f"{ei.dtype} {list(ei.shape)}")
+    if ei.shape[1] > limits.max_edges:
+        raise GraphFileError(f"{name} field edge_index: more than {limits.max_edges} edges")
+    x, y = arrays.get("x"), arrays.get("y")
+    sizes = [a.shape[0] for a in (x, y) if a is not None and a.ndim >= 1]
+    n = sizes[0] if sizes else (int(ei.max()) + 1 if ei.size else 0)
+    if n == 0:
+        raise GraphFileError(f"{name}: the graph has no nodes")
+    if n > limits.max_nodes:
+        raise GraphFileError(f"{name}: {n} nodes is over the limit of {limits.max_nodes}")
+    if ei.size and (ei.min() < 0 or ei.max() >= n):
+        bad = int(ei.min()) if ei.min() < 0 else int(ei.max())
+        raise GraphFileError(f"{name} field edge_index: id {bad} is out of range for {n} nodes")
+    if x is not None:
+        if x.ndim != 2 or x.shape[0] != n:
+            raise GraphFileError(f"{name} field x: must be [{n}, F], got {list(x.shape)}")
+        if x.dtype.kind not in "biuf":
+            raise GraphFileError(f"{name} field x: must be numeric, got {x.dtype}")
+        if not np.all(np.isfinite(x)):
+            raise GraphFileError(f"{name} field x: contains NaN or Inf")
+    if y is not None and (y.shape != (n,) or y.dtype.kind not in "iu"):
+        raise GraphFileError(f"{name} field y: must be integers of shape [{n}], got "
+                             f"{y.dtype} {list(y.shape)}")
+    masks = {}
+    for key in ("train_mask", "val_mask", "test_mask"):
+        if key in arrays:
+            if arrays[key].shape != (n,) or arrays[key].dtype != bool:
+                raise GraphFileError(f"{name} field {key}: must be bool of shape [{n}]")
+            masks[key] = arrays[key]
+    undirected = bool(arrays["undirected"]) if "undirected" in arrays else False
+    return GraphFile(names=tuple(str(i) for i in range(n)), edge_index=ei.astype(np.int64),
+                     labels=None if y is None else y.astype(np.int32),
+                     features=None if x is None else x.astype(np.float32),
+                     directed=not undirected, masks=masks or None)
+
+
+def _clean(graph: GraphFile, name: str, drop_duplicates: bool,
+           drop_self_loops: bool) -> GraphFile:
+    """Count (and optionally drop) duplicate edges and self loops."""
+    ei = graph.edge_index
+    keys = ei.T if graph.directed else np.sort(ei, axis=0).T
+    _, first = np.unique(keys, axis=0, return_index=True) if ei.size else (None, np.zeros(0, int))
+    duplicate = np.ones(ei.shape[1], bool)
+    duplicate[first] = False
+    loops = ei[0] == ei[1]
+    warnings = list(graph.warnings)
+    if duplicate.any():
+        warnings.append(f"{name}: {int(duplicate.sum())} duplicate edges "
+                        + ("dropped" if drop_duplicates else "kept"))
+    if loops.any():
+        warnings.append(f"{name}: {int(loops.sum())} self loops "
+                        + ("dropped" if drop_self_loops else "kept"))
+    keep = ~((duplicate & drop_duplicates) | (loops & drop_self_loops))
+    w = None if graph.weights is None else graph.weights[keep]
+    return dataclasses.replace(graph, edge_index=ei[:, keep], weights=w,
+                               warnings=tuple(warnings))
+
+
+# ------------------------------------------------------------------ writing
+def export_graph(graph: GraphFile, fmt: str) -> bytes:
+    """The graph in format ``fmt`` (``edgelist``, ``csv``, ``json``, ``npz``)."""
+    names, (src, dst) = graph.names, graph.edge_index
+    w = graph.weights
+    if fmt == "edgelist":
+        lines = [f"{names[s]} {names[t]}" + ("" if w is None else f" {float(w[k])!r}")
+                 for k, (s, t) in enumerate(zip(src, dst))]
+        return ("\n".join(lines) + "\n").encode()
+    if fmt == "csv":
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(["source", "target"] + ([] if w is None else ["weight"]))
+        for k, (s, t) in enumerate(zip(src, dst)):
+            writer.writerow([names[s], names[t]] + ([] if w is None else [repr(float(w[k]))]))
+        return out.getvalue().encode()
+    if fmt == "json":
+        nodes = []
+        for i, name in enumerate(names):
+            node = {"id": name, "label": -1 if graph.labels is None else int(graph.labels[i])}
+            if graph.features is not None:
+                node["x"] = [float(v) for v in graph.features[i]]
+            nodes.append(node)
+        links = [{"source": names[s], "target": names[t]}
+                 | ({} if w is None else {"weight": float(w[k])})
+                 for k, (s, t) in enumerate(zip(src, dst))]
+        return json.dumps({"directed": graph.directed, "nodes": nodes, "links": links}).encode()
+    if fmt == "npz":
+        arrays = {"edge_index": graph.edge_index.astype(np.int32),
+                  "undirected": np.asarray(not graph.directed)}
+        if graph.labels is not None:
+            arrays["y"] = graph.labels.astype(np.int32)
+        if graph.features is not None:
+            arrays["x"] = graph.features.astype(np.float32)
+        for key, mask in (graph.masks or {}).items():
+            arrays[key] = np.asarray(mask, bool)
+        out = io.BytesIO()
+        np.savez(out, **arrays)
+        return out.getvalue()
+    raise GraphFileError(f"unknown export format {fmt!r}; choose edgelist, csv, json or npz")
