@@ -8,7 +8,10 @@ Formats (by extension): ``.edgelist``/``.txt`` (whitespace separated
 ``source target [weight]``, ``#`` comments), ``.csv`` (header
 ``source,target[,weight]``; an optional node CSV ``id,label,feature...``),
 ``.json`` (networkx node-link), ``.npz`` (the ``../shared/datasets`` schema,
-loaded with ``allow_pickle=False``).
+loaded with ``allow_pickle=False``), ``.graphml`` and ``.gml`` (through networkx;
+GraphML with a DOCTYPE or entity declaration is refused before parsing, so no
+entity is ever expanded). There the integer node attribute ``y`` is the class
+label (GML uses ``label`` for node names).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from gnncore import Graph
 __all__ = ["FORMATS", "GraphFile", "GraphFileError", "Limits", "export_graph", "load_graph_file"]
 
 FORMATS = {".edgelist": "edgelist", ".txt": "edgelist", ".csv": "csv", ".json": "json",
-           ".npz": "npz"}
+           ".npz": "npz", ".graphml": "graphml", ".gml": "gml"}
 
 
 class GraphFileError(ValueError):
@@ -61,12 +64,22 @@ class GraphFile:
     def num_nodes(self) -> int:
         return len(self.names)
 
+    def _edge_set(self) -> np.ndarray:
+        """Edges (with weights) in a canonical order: formats such as GML list
+        edges in their own order, and undirected edges in either orientation."""
+        ei = self.edge_index if self.directed else np.sort(self.edge_index, axis=0)
+        w = np.zeros(ei.shape[1]) if self.weights is None else self.weights
+        rows = np.column_stack([ei.T, w]) if ei.size else np.zeros((0, 3))
+        return rows[np.lexsort(rows.T[::-1])] if len(rows) else rows
+
     def equals(self, other: GraphFile) -> bool:
+        """Same graph: names, direction, edge set with weights, labels, features."""
         def same(a, b):
-            return (a is None and b is None) or (a is not None and b is not None and np.array_equal(
-                np.asarray(a), np.asarray(b)))
+            return (a is None and b is None) or (
+                a is not None and b is not None and np.array_equal(np.asarray(a), np.asarray(b)))
         return (self.names == other.names and self.directed == other.directed
-                and same(self.edge_index, other.edge_index) and same(self.weights, other.weights)
+                and (self.weights is None) == (other.weights is None)
+                and np.array_equal(self._edge_set(), other._edge_set())
                 and same(self.labels, other.labels) and same(self.features, other.features))
 
     def to_graph(self) -> Graph:
@@ -108,7 +121,8 @@ def load_graph_file(path, data: bytes | None = None, *, limits: Limits = Limits(
             result = _read_npz(name, data, limits)
         else:
             text = _text(name, data)
-            reader = {"edgelist": _read_edgelist, "csv": _read_csv, "json": _read_json}[fmt]
+            reader = {"edgelist": _read_edgelist, "csv": _read_csv, "json": _read_json,
+                      "graphml": _read_graphml, "gml": _read_gml}[fmt]
             result = reader(name, text, limits)
             if node_csv is not None:
                 result = _apply_node_csv(result, name, _text("node CSV", node_csv))
@@ -305,6 +319,52 @@ def _read_json(name: str, text: str, limits: Limits) -> GraphFile:
                    directed=bool(data.get("directed", False)))
 
 
+def _read_graphml(name: str, text: str, limits: Limits) -> GraphFile:
+    import networkx as nx
+
+    head = text[:4096].upper()
+    if "<!DOCTYPE" in head or "<!ENTITY" in text.upper():
+        raise GraphFileError(f"{name}: DOCTYPE/ENTITY declarations are not allowed in GraphML")
+    try:
+        G = nx.parse_graphml(text)
+    except Exception as err:  # malformed XML or GraphML of any kind
+        raise GraphFileError(f"{name}: invalid GraphML: {str(err)[:120]}") from None
+    return _from_networkx(name, G, limits)
+
+
+def _read_gml(name: str, text: str, limits: Limits) -> GraphFile:
+    import networkx as nx
+
+    try:
+        G = nx.parse_gml(text, label="label")
+    except Exception as err:  # networkx raises NetworkXError and others on bad GML
+        raise GraphFileError(f"{name}: invalid GML: {str(err)[:120]}") from None
+    return _from_networkx(name, G, limits)
+
+
+def _from_networkx(name: str, G, limits: Limits) -> GraphFile:
+    if G.number_of_nodes() > limits.max_nodes:
+        raise GraphFileError(f"{name}: more than {limits.max_nodes} nodes")
+    if G.number_of_edges() > limits.max_edges:
+        raise GraphFileError(f"{name}: more than {limits.max_edges} edges")
+    nodes = _Nodes(name, limits)
+    labels = []
+    for n, attrs in G.nodes(data=True):
+        nodes(str(n), f"{name} node {n!r}")
+        label = attrs.get("y", -1)
+        if isinstance(label, bool) or not isinstance(label, (int, np.integer)):
+            raise GraphFileError(f"{name} node {n!r}: label {label!r} is not an integer")
+        labels.append(int(label))
+    edges = list(G.edges(data=True))
+    weighted = bool(edges) and all("weight" in d for _, _, d in edges)
+    src = [nodes.index[str(u)] for u, _, _ in edges]
+    dst = [nodes.index[str(v)] for _, v, _ in edges]
+    weights = ([_number(str(d["weight"]), f"{name} edge {u!r}-{v!r}", "weight")
+                for u, v, d in edges] if weighted else None)
+    return _finish(name, nodes, src, dst, weights, limits,
+                   labels=np.asarray(labels, np.int32), directed=G.is_directed())
+
+
 def _read_npz(name: str, data: bytes, limits: Limits) -> GraphFile:
     try:
         archive = np.load(io.BytesIO(data), allow_pickle=False)
@@ -416,4 +476,15 @@ def export_graph(graph: GraphFile, fmt: str) -> bytes:
         out = io.BytesIO()
         np.savez(out, **arrays)
         return out.getvalue()
-    raise GraphFileError(f"unknown export format {fmt!r}; choose edgelist, csv, json or npz")
+    if fmt in ("graphml", "gml"):
+        import networkx as nx
+
+        G = nx.DiGraph() if graph.directed else nx.Graph()
+        for i, name in enumerate(names):
+            G.add_node(name, y=-1 if graph.labels is None else int(graph.labels[i]))
+        for k, (s, t) in enumerate(zip(src, dst)):
+            G.add_edge(names[s], names[t], **({} if w is None else {"weight": float(w[k])}))
+        lines = nx.generate_graphml(G) if fmt == "graphml" else nx.generate_gml(G)
+        return ("\n".join(lines) + "\n").encode()
+    raise GraphFileError(f"unknown export format {fmt!r}; choose edgelist, csv, json, npz, "
+                         "graphml or gml")

@@ -21,9 +21,13 @@ def sample(directed=False):
 
 
 @pytest.mark.parametrize("fmt, ext", [("edgelist", ".edgelist"), ("csv", ".csv"),
-                                      ("json", ".json"), ("npz", ".npz")])
+                                      ("json", ".json"), ("npz", ".npz"),
+                                      ("graphml", ".graphml"), ("gml", ".gml")])
 def test_round_trip(fmt, ext):
-    g = sample(directed=fmt == "json")
+    g = sample(directed=fmt in ("json", "graphml"))
+    if fmt in ("graphml", "gml"):  # names, edges, weights, integer labels, direction
+        g = GraphFile(names=g.names, edge_index=g.edge_index, weights=g.weights,
+                      labels=g.labels, directed=g.directed)
     if fmt in ("edgelist", "csv"):  # these formats hold names, edges and weights only
         g = GraphFile(names=g.names, edge_index=g.edge_index, weights=g.weights)
     if fmt == "npz":  # ids are indices; weights are not part of the schema
@@ -62,6 +66,11 @@ def test_node_csv_adds_labels_features_and_isolated_nodes():
      "links[0]: target 9 is not a node id"),
     ("g.json", b'{"nodes": [{"id": 1, "x": [1]}, {"id": 2, "x": [1, 2]}]}', "ragged"),
     ("g.gexf", b"<gexf/>", "unknown extension"),
+    ("g.graphml", b'<?xml version="1.0"?><!DOCTYPE x [<!ENTITY a "aaaa">]><graphml/>',
+     "DOCTYPE/ENTITY declarations are not allowed"),
+    ("g.graphml", b"<graphml><graph><node", "invalid GraphML"),
+    ("g.gml", b"graph [ node [ id 1 ] edge [ source 1 target 7 ] ]", "invalid GML"),
+    ("g.gml", b'graph [ node [ id 1 label "a" y "x" ] ]', "label 'x' is not an integer"),
     ("g.npz", b"PK not really", "not a valid .npz archive"),
 ])
 def test_bad_input_names_what_and_where(name, data, message):
@@ -113,7 +122,8 @@ def test_limits_are_checked_before_building():
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.sampled_from([".edgelist", ".csv", ".json", ".npz"]), st.binary(max_size=300))
+@given(st.sampled_from([".edgelist", ".csv", ".json", ".npz", ".graphml", ".gml"]),
+       st.binary(max_size=300))
 def test_fuzz_random_bytes_only_raise_graph_file_errors(ext, data):
     try:
         load_graph_file("fuzz" + ext, data)
@@ -121,8 +131,8 @@ def test_fuzz_random_bytes_only_raise_graph_file_errors(ext, data):
         pass
 
 
-VALID = {".edgelist": export_graph(sample(), "edgelist"), ".csv": export_graph(sample(), "csv"),
-         ".json": export_graph(sample(), "json"), ".npz": export_graph(sample(), "npz")}
+VALID = {ext: export_graph(sample(), ext[1:]) for ext in
+         (".edgelist", ".csv", ".json", ".npz", ".graphml", ".gml")}
 
 
 @settings(max_examples=150, deadline=None)
