@@ -82,16 +82,69 @@ class GraphFile:
                 and np.array_equal(self._edge_set(), other._edge_set())
                 and same(self.labels, other.labels) and same(self.features, other.features))
 
-    def to_graph(self) -> Graph:
-        """As a :class:`gnncore.Graph` (undirected edges in both directions)."""
+    def to_networkx(self):
+        import networkx as nx
+
+        G = nx.DiGraph() if self.directed else nx.Graph()
+        G.add_nodes_from(range(self.num_nodes))
+        G.add_edges_from(self.edge_index.T.tolist())
+        return G
+
+    def to_graph(self, *, features: str = "file", labels: str = "file", seed: int = 0,
+                 train_per_class: int = 20) -> Graph:
+        """As a :class:`gnncore.Graph` (undirected edges in both directions).
+
+        ``features``: ``file`` (the file's own; one-hot ids if it has none) or a
+        kind from ``explorer.sources.FEATURES``. ``labels``: ``file`` or
+        ``community`` (greedy modularity). The file's split is used when it has
+        one and its labels are used; otherwise a seeded per-class split.
+        """
+        from explorer.sources import FEATURES, build_features, split_per_class
+
         ei, w = self.edge_index, self.weights
         if not self.directed:
             loops = ei[0] == ei[1]
             ei = np.concatenate([ei, ei[::-1, ~loops]], axis=1)
             w = None if w is None else np.concatenate([w, w[~loops]])
-        masks = self.masks or {}
-        return Graph.from_arrays(ei, self.features, num_nodes=self.num_nodes, edge_weight=w,
-                                 y=self.labels, **masks)
+        if features == "file":
+            x = self.features if self.features is not None else np.eye(
+                self.num_nodes, dtype=np.float32)
+        elif features in FEATURES:
+            x = build_features(self.to_networkx(), features, seed=seed)
+        else:
+            raise GraphFileError(f"features: choose 'file' or one of {FEATURES}")
+        if labels == "file":
+            y = (self.labels if self.labels is not None
+                 else np.full(self.num_nodes, -1, np.int32))
+        elif labels == "community":
+            import networkx as nx
+
+            y = np.full(self.num_nodes, -1, np.int32)
+            parts = nx.community.greedy_modularity_communities(self.to_networkx().to_undirected())
+            for c, members in enumerate(parts):
+                y[list(members)] = c
+        else:
+            raise GraphFileError("labels: choose 'file' or 'community'")
+        if labels == "file" and self.masks:
+            masks = self.masks
+        else:
+            train, val, test = split_per_class(y, train_per_class, seed)
+            masks = {"train_mask": train, "val_mask": val, "test_mask": test}
+        return Graph.from_arrays(ei, x, num_nodes=self.num_nodes, edge_weight=w, y=y, **masks)
+
+    def to_drawing(self, *, layout: str = "spring", seed: int = 0):
+        """What the UI draws: an :class:`explorer.drawing.Drawing`, laid out."""
+        from explorer.drawing import MAX_NODES, Drawing
+
+        if self.num_nodes > MAX_NODES:
+            raise GraphFileError(f"{self.num_nodes} nodes is too many to draw "
+                                 f"(at most {MAX_NODES}); train on it without drawing")
+        labels = self.labels if self.labels is not None else np.full(self.num_nodes, -1)
+        drawing = Drawing(names=self.names, labels=tuple(int(v) for v in labels),
+                          positions=(None,) * self.num_nodes,
+                          edges=tuple(map(tuple, self.edge_index.T.tolist())),
+                          directed=self.directed)
+        return drawing.layout(layout, seed=seed)
 
 
 # ------------------------------------------------------------------ reading

@@ -164,3 +164,18 @@ def test_json_is_node_link():
     data = json.loads(export_graph(sample(directed=True), "json"))
     assert data["directed"] is True and data["links"][0] == {"source": "alice",
                                                                "target": "bob", "weight": 1.5}
+
+
+def test_feature_and_label_choices_and_drawing():
+    g = sample()
+    assert np.array_equal(np.asarray(g.to_graph().x), g.features)
+    assert g.to_graph(features="degree").x.shape == (4, 1)
+    community = np.asarray(g.to_graph(labels="community").y)
+    assert community.min() >= 0
+    with pytest.raises(GraphFileError, match="features: choose 'file'"):
+        g.to_graph(features="colour")
+    drawing = g.to_drawing()
+    assert drawing.names == g.names and drawing.labels == (0, 1, -1, 1)
+    assert all(p is not None for p in drawing.positions) and len(drawing.edges) == 4
+    plain = load_graph_file("g.edgelist", b"a b\nb c\n").to_graph()
+    assert plain.x.shape == (3, 3)  # no features in the file: one-hot ids
