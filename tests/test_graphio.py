@@ -179,3 +179,14 @@ def test_feature_and_label_choices_and_drawing():
     assert all(p is not None for p in drawing.positions) and len(drawing.edges) == 4
     plain = load_graph_file("g.edgelist", b"a b\nb c\n").to_graph()
     assert plain.x.shape == (3, 3)  # no features in the file: one-hot ids
+
+
+@pytest.mark.parametrize("nodes, message", [
+    (b"id,label,f1\na,0,1\nb,1\n", "node CSV line 3: 2 columns, expected 3 \\(ragged"),
+    (b"id,label\na,0.5\n", "node CSV line 2: label '0.5' is not an integer"),
+    (b"id,label,f1\na,0,inf\n", "node CSV line 2: feature is inf"),
+    (b"name,class\na,0\n", "node CSV line 1: header must start with 'id,label'"),
+])
+def test_bad_node_csv(nodes, message):
+    with pytest.raises(GraphFileError, match=message):
+        load_graph_file("g.csv", b"source,target\na,b\n", node_csv=nodes)
