@@ -268,8 +268,7 @@ class Run:
         if traced or not compiled:
             self._pending_cause = ""
         self.history.append(record)
-        self.sync()
-        current = snapshot(self.model, self.optimizer)
+        current = snapshot(self.model, self.optimizer)  # accuracies() already synced
         self.changes.append(compare_snapshots(self._last, current))
         self._last = current
         return record
