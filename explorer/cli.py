@@ -16,6 +16,7 @@ from pathlib import Path
 from explorer.config import JIT_MODES, OPTIMIZERS, LayerConfig, RunConfig
 from explorer.engine import Run, TrainingStopped
 from explorer.graphio import GraphFileError, load_graph_file
+from explorer.race import race
 from explorer.sources import FEATURES, PRESETS
 
 MAX_CONFIG_BYTES = 64 * 1024
@@ -144,22 +145,13 @@ def _compare(config: RunConfig, out) -> None:
     print(f"{'mode':<15} {'trace+lower s':>13} {'compile s':>9} {'first call s':>12} "
           f"{'median step ms':>14} {'final loss':>11} {'params changed':>14}  verdict",
           file=out)
-    for mode in JIT_MODES:
-        run = Run(config.replace(mode=mode))  # same seed: same initial weights
-        try:
-            run.train()
-        except TrainingStopped as err:
-            print(f"{mode:<15} stopped: {err}", file=out)
+    for e in race(config):  # same seed: same initial weights in every mode
+        if e.stopped:
+            print(f"{e.mode:<15} stopped: {e.stopped}", file=out)
             continue
-        report = run.audit()
-        b = run.compile_breakdown() or {}
-        params = [c for c in report.changes if c.kind == "parameter"]
-        hits = sorted(r.wall_s for r in run.history if not r.traced) or [float("nan")]
-        print(f"{mode:<15} {b.get('trace_lower_s', float('nan')):>13.3f} "
-              f"{b.get('compile_s', float('nan')):>9.3f} {run.history[0].wall_s:>12.3f} "
-              f"{1e3 * hits[len(hits) // 2]:>14.3f} {run.history[-1].loss:>11.6f} "
-              f"{sum(c.changed for c in params):>6} of {len(params):<5}  "
-              f"{report.verdict.status}", file=out)
+        print(f"{e.mode:<15} {e.trace_lower_s:>13.3f} {e.compile_s:>9.3f} "
+              f"{e.first_call_s:>12.3f} {e.median_step_ms:>14.3f} {e.losses[-1]:>11.6f} "
+              f"{e.params_changed:>6} of {e.params_total:<5}  {e.verdict}", file=out)
 
 
 def main(argv=None, out=None) -> int:

@@ -130,9 +130,10 @@ class Drawing:
 
     # ------------------------------------------------------------ training
     def to_graph(self, *, features: str = "one_hot", seed: int = 0,
-                 train_per_class: int = 1) -> Graph:
+                 train_per_class: int = 1, x: np.ndarray | None = None) -> Graph:
         """The drawing as a training-ready :class:`gnncore.Graph`; an undirected
-        edge becomes both directions."""
+        edge becomes both directions. ``x`` (one row per node) replaces the
+        built ``features``."""
         if not self.num_nodes:
             raise ValueError("the drawing has no nodes")
         pairs = list(self.edges)
@@ -141,7 +142,10 @@ class Drawing:
         edge_index = np.asarray(pairs, np.int64).T.reshape(2, -1)
         labels = np.asarray(self.labels, np.int32)
         train, val, test = split_per_class(labels, train_per_class, seed)
-        x = build_features(self.to_networkx(), features, seed=seed)
+        if x is None:
+            x = build_features(self.to_networkx(), features, seed=seed)
+        elif len(x) != self.num_nodes:
+            raise ValueError(f"x has {len(x)} rows for {self.num_nodes} nodes")
         return Graph.from_arrays(edge_index, x, num_nodes=self.num_nodes, y=labels,
                                  train_mask=train, val_mask=val, test_mask=test)
 

@@ -110,6 +110,7 @@ class Run:
         self._state = None  # the functional mode's threaded state
         self._step = self._make_step(config.mode)
         self._eval = jax.jit(self._eval_fn)  # pure eval-mode forward: jax.jit is safe
+        self._hidden = None  # compiled on first use (embeddings)
         self._initial = self._last = snapshot(self.model, self.optimizer)
 
     # ---------------------------------------------------------------- graph
@@ -295,6 +296,20 @@ class Run:
         # eval-mode forward mutates nothing (no update, no RNG draw, no stats).
         x, adj, edge_weight, _, _, node_mask = batch
         return model(x, adj, edge_weight, node_mask=node_mask)
+
+    def embeddings(self) -> list[np.ndarray]:
+        """Eval-mode output of every layer block, ``[N, width]`` each (host
+        arrays for the real nodes): what the UI colours nodes by."""
+        if self._hidden is None:
+            self._hidden = jax.jit(
+                lambda m, b: m(b[0], b[1], b[2], node_mask=b[5], return_hidden=True)[1])
+        self.sync()
+        self.model.eval()
+        try:
+            hidden = self._hidden(self.model, self._batch)
+        finally:
+            self.model.train()
+        return [np.asarray(h)[: self.graph.num_nodes] for h in hidden]
 
     def predictions(self):
         """Eval-mode class predictions for every node."""

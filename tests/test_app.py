@@ -1,13 +1,190 @@
-"""The Streamlit entry point runs and shows its title (AppTest, no browser)."""
+"""The Streamlit app through AppTest (no browser): it runs, presets load, every
+mode steps, the verdicts show, uploads replace or are refused, the edge table
+reaches the engine, and model edits start new runs."""
 
+import pytest
 from conftest import REPO
 from streamlit.testing.v1 import AppTest
 
+from explorer.config import JIT_MODES
 
-def test_app_starts_and_shows_title():
-    at = AppTest.from_file(str(REPO / "streamlit_app.py"), default_timeout=120)
-    at.run()
+
+@pytest.fixture
+def at():
+    app = AppTest.from_file(str(REPO / "streamlit_app.py"), default_timeout=120)
+    app.run()
+    assert not app.exception, app.exception
+    return app
+
+
+def _ws(at):
+    return at.session_state["workspace"]
+
+
+def _metric(at, label):
+    return next(m.value for m in at.metric if m.label == label)
+
+
+def _texts(elements):
+    return " ".join(e.value for e in elements)
+
+
+def _ok(at):
     assert not at.exception, at.exception
+    assert "panel hit an error" not in _texts(at.error), _texts(at.error)
+
+
+def test_app_starts_with_every_panel(at):
     assert [t.value for t in at.title] == ["GNN JIT Explorer"]
-    # The caption reports a real compiled forward pass of gnncore.
-    assert any("karate club (34 nodes, 156 directed edges)" in c.value for c in at.caption)
+    headers = [h.value for h in at.header]
+    assert sorted(headers) == ["Diagnose", "Graph", "Model", "Train"]
+    assert (_metric(at, "Nodes"), _metric(at, "Edges"), _metric(at, "Classes")) == \
+        ("34", "78", "2")
+    assert at.radio(key="t_mode").options == list(JIT_MODES)
+    assert "Step 0 of 100" in at.get("progress")[0].proto.text
+    assert not at.error
+
+
+def test_choosing_a_preset_replaces_the_graph(at):
+    at.selectbox(key="g_preset").set_value("petersen").run()
+    _ok(at)
+    assert _metric(at, "Nodes") == "10" and _metric(at, "Edges") == "15"
+    assert _ws(at).source == "preset: petersen"
+    at.selectbox(key="g_preset").set_value("sbm").run()
+    at.slider(key="g_difficulty").set_value(0.5).run()
+    _ok(at)
+    assert _ws(at).config.difficulty == 0.5 and _metric(at, "Nodes") == "60"
+
+
+@pytest.mark.parametrize("mode", list(JIT_MODES))
+def test_step_in_each_mode_and_the_verdict(at, mode):
+    at.radio(key="t_mode").set_value(mode).run()
+    at.button(key="t_step").click().run()
+    at.button(key="t_step").click().run()
+    _ok(at)
+    assert _ws(at).steps_done == 2 and _ws(at).config.mode == mode
+    assert "Step 2 of 100" in at.get("progress")[0].proto.text
+    banners = _texts(at.error) + _texts(at.success)
+    if mode == "jax.jit":
+        assert "FROZEN" in _texts(at.error) and "nnx.jit" in _texts(at.error)
+        assert "TRAINING" not in banners
+    else:
+        assert "TRAINING" in _texts(at.success) and "FROZEN" not in banners
+
+
+def test_play_runs_a_tick_and_pause_stops(at):
+    at.button(key="t_play").click().run()
+    _ok(at)
+    ws = _ws(at)
+    assert ws.playing and ws.steps_done >= 1
+    at.button(key="t_pause").click().run()
+    done = ws.steps_done
+    at.run()
+    assert not ws.playing and ws.steps_done == done
+
+
+def test_reset_starts_a_new_generation(at):
+    at.button(key="t_step").click().run()
+    generation = _ws(at).generation
+    at.button(key="t_reset").click().run()
+    _ok(at)
+    assert _ws(at).steps_done == 0 and _ws(at).generation == generation + 1
+
+
+def test_a_valid_upload_replaces_the_graph(at):
+    at.file_uploader(key="g_upload").set_value(
+        ("ring.edgelist", b"a b\nb c\nc a\nc d\nd e\ne f\nf d\n", "text/plain")).run()
+    _ok(at)
+    assert _metric(at, "Nodes") == "6" and _metric(at, "Edges") == "7"
+    assert _ws(at).source == "file: ring.edgelist"
+    assert "labelled by community" in _texts(at.warning)
+
+
+def test_an_invalid_upload_shows_the_message_and_keeps_the_graph(at):
+    at.button(key="t_step").click().run()
+    at.file_uploader(key="g_upload").set_value(
+        ("broken.edgelist", b"0 1\n1 2\nthree\n", "text/plain")).run()
+    _ok(at)
+    errors = _texts(at.error)
+    assert "Upload rejected" in errors and "broken.edgelist" in errors and "line 3" in errors
+    assert _metric(at, "Nodes") == "34" and _ws(at).steps_done == 1
+    at.button(key="t_step").click().run()  # the app keeps running on the old graph
+    assert _ws(at).steps_done == 2
+
+
+def test_an_edge_added_in_the_edge_editor_reaches_the_engine(at):
+    ws = _ws(at)
+    at.button(key="t_step").click().run()
+    at.session_state[f"g_edges_{ws.revision}"] = {
+        "edited_rows": {}, "added_rows": [{"source": "0", "target": "9"}], "deleted_rows": []}
+    at.run()
+    _ok(at)
+    assert ws.drawing.has_edge(0, 9)
+    assert ws.run.graph.num_edges == 158 and ws.steps_done == 1  # same run, new graph
+    at.button(key="t_step").click().run()
+    assert ws.run.history[-1].traced
+    assert "edges 156 -> 158" in ws.run.history[-1].trace_cause
+
+
+def test_graph_tools_use_the_selection(at):
+    ws = _ws(at)
+    at.multiselect(key=f"g_pick_{ws.revision}").set_value([0, 9]).run()
+    at.button(key="g_connect").click().run()
+    _ok(at)
+    assert ws.drawing.has_edge(0, 9) and _metric(at, "Edges") == "79"
+    at.button(key="g_connect").click().run()
+    assert "select exactly two nodes" in _texts(at.error)  # selection was reset
+    at.button(key="g_undo").click().run()
+    assert not ws.drawing.has_edge(0, 9) and _metric(at, "Edges") == "78"
+
+
+def test_colouring_by_prediction_and_embedding(at):
+    at.button(key="t_step").click().run()
+    at.radio(key="g_colour").set_value("prediction").run()
+    _ok(at)
+    at.radio(key="g_colour").set_value("embedding").run()
+    at.selectbox(key="g_layer").set_value(1).run()
+    _ok(at)
+
+
+def test_model_edits_start_a_new_run(at):
+    ws = _ws(at)
+    at.button(key="t_step").click().run()
+    generation = ws.generation
+    at.button(key="m_add_layer").click().run()
+    _ok(at)
+    assert len(ws.config.layers) == 3 and ws.generation == generation + 1
+    first = at.session_state["m_layers"][0]
+    at.selectbox(key=f"m_{first}_kind").set_value("gat").run()
+    at.number_input(key=f"m_{first}_heads").set_value(4).run()
+    _ok(at)
+    assert ws.config.layers[0].kind == "gat" and ws.config.layers[0].options == {"heads": 4}
+    at.button(key="t_step").click().run()
+    assert ws.steps_done == 1
+    at.number_input(key=f"m_{first}_heads").set_value(3).run()  # 16 is not divisible by 3
+    _ok(at)
+    assert "not divisible by heads=3" in _texts(at.error) and ws.run is None
+
+
+def test_race_tab_races_every_mode(at):
+    at.number_input(key="d_steps").set_value(3).run()
+    at.button(key="d_race").click().run()
+    _ok(at)
+    result = _ws(at).race_result
+    assert [e.mode for e in result] == list(JIT_MODES)
+    assert "Frozen: jax.jit" in _texts(at.error)
+    table = at.dataframe[-1].value
+    assert list(table["mode"]) == list(JIT_MODES)
+    assert dict(zip(table["mode"], table["verdict"]))["jax.jit"] == "FROZEN"
+
+
+def test_compile_tab_measures_and_names_a_retrace(at):
+    ws = _ws(at)
+    at.button(key="t_step").click().run()
+    ws.connect([0, 9])
+    at.run()
+    assert "next step will retrace" in _texts(at.warning)
+    at.button(key="d_measure").click().run()
+    _ok(at)
+    assert ws.compile_info and ws.compile_info["compile_s"] > 0
+    assert any("XLA compile" in c.value for c in at.caption)

@@ -1,44 +1,36 @@
-"""The Streamlit page. Until the full explorer UI lands it shows the title, what
-the app is for, and a live check that gnncore runs a compiled forward pass."""
+"""The Streamlit page: graph, model, train and diagnose panels around one
+per-session :class:`explorer.workspace.Workspace`.
+
+The UI holds no training logic: every button calls a workspace method, and
+every chart is built by ``explorer.plots`` from the workspace's data.
+"""
 
 from __future__ import annotations
 
 import streamlit as st
 
+from explorer.ui import diagnose_panel, graph_panel, model_panel, train_panel
+from explorer.ui.common import guard, workspace
+
 TITLE = "GNN JIT Explorer"
 
 
-@st.cache_data(show_spinner=False)
-def _library_check() -> dict:
-    # Cached per process: it holds no model and no session state, only numbers.
-    import jax
-    import jax.numpy as jnp
-    import networkx as nx
-    from flax import nnx
-
-    import gnncore
-
-    graph = gnncore.from_networkx(nx.karate_club_graph(), weight_attr=None)
-    x = jnp.eye(graph.num_nodes)
-    model = gnncore.GCN(graph.num_nodes, 16, 2, rngs=nnx.Rngs(0))
-    model.eval()
-    out = nnx.jit(lambda m, x, e: m(x, e))(model, x, graph.edge_index)
-    return {"nodes": graph.num_nodes, "edges": graph.num_edges,
-            "output": tuple(out.shape), "backend": jax.default_backend(),
-            "gnncore": gnncore.__version__}
-
-
 def main() -> None:
-    st.set_page_config(page_title=TITLE, page_icon="🕸️", layout="wide")
+    st.set_page_config(page_title=TITLE, page_icon=":material/hub:", layout="wide")
+    ws = workspace()
+    with st.sidebar:
+        guard("model", model_panel.render, ws)
     st.title(TITLE)
-    st.write(
-        "Draw or load a graph, stack GNN layers, pick a JIT mode and train live — and "
-        "see why a training step wrapped in `jax.jit` instead of `nnx.jit` silently "
-        "never learns.")
-    info = _library_check()
     st.caption(
-        f"gnncore {info['gnncore']} on {info['backend']}: a 2-layer GCN compiled with "
-        f"nnx.jit on Zachary's karate club ({info['nodes']} nodes, {info['edges']} "
-        f"directed edges) → output shape {info['output']}.")
-    st.info("The interactive explorer (graph editor, layer stack, JIT modes, live "
-            "training and diagnostics) is being built on this library.")
+        "Draw or load a graph, stack GNN layers, pick a JIT mode and train live. Switch the "
+        "mode to `jax.jit` to see frozen training: a step that mutates Flax NNX modules "
+        "inside plain `jax.jit` loses every update, with no error.")
+    if ws.notice:
+        st.info(ws.notice, icon=":material/info:")
+    graph_col, train_col = st.columns([1.15, 1], gap="large")
+    with graph_col:
+        guard("graph", graph_panel.render, ws)
+    with train_col:
+        guard("train", train_panel.render, ws)
+    st.divider()
+    guard("diagnose", diagnose_panel.render, ws)

@@ -1,0 +1,85 @@
+"""The race: one configuration trained in every JIT mode from the same initial
+weights on the same graph, with a timing row per mode.
+
+Same ``config.seed`` means the same initial parameters in every mode, so the
+loss curves differ only by what each mode does with the updates: four of them
+overlap (up to float rounding) and ``jax.jit`` stays flat.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from explorer.config import JIT_MODES, RunConfig
+from explorer.engine import Run, TrainingStopped
+from gnncore import Graph
+
+__all__ = ["RaceEntry", "race"]
+
+
+@dataclasses.dataclass(frozen=True)
+class RaceEntry:
+    """One mode's lap: its loss curve, where its time went and its verdict."""
+
+    mode: str
+    losses: tuple[float, ...]
+    trace_lower_s: float  # NaN for eager (nothing is compiled)
+    compile_s: float
+    first_call_s: float  # the first step as the loop saw it: trace + compile + run
+    median_step_ms: float  # steady state: steps that hit the compiled cache
+    params_changed: int
+    params_total: int
+    verdict: str  # "training" or "frozen"
+    final_test_acc: float
+    stopped: str = ""  # why training stopped early (NaN loss), if it did
+
+    def row(self) -> dict:
+        """A flat dict for tables and charts."""
+        return {"mode": self.mode, "trace_lower_s": self.trace_lower_s,
+                "compile_s": self.compile_s, "first_call_s": self.first_call_s,
+                "steady_step_ms": self.median_step_ms,
+                "params changed": f"{self.params_changed} of {self.params_total}",
+                "final loss": self.losses[-1] if self.losses else math.nan,
+                "test acc": self.final_test_acc, "verdict": self.verdict}
+
+
+def race(config: RunConfig, graph: Graph | None = None, *, steps: int | None = None,
+         modes: Sequence[str] = tuple(JIT_MODES),
+         progress: Callable[[str, int, int], None] | None = None) -> list[RaceEntry]:
+    """Train ``config`` on ``graph`` for ``steps`` steps (default
+    ``config.epochs``) in each of ``modes``. ``progress(mode, done, total)`` is
+    called before each mode and after the last one."""
+    steps = steps or config.epochs
+    entries = []
+    for i, mode in enumerate(modes):
+        if progress:
+            progress(mode, i, len(modes))
+        run = Run(config.replace(mode=mode), graph)
+        stopped = ""
+        try:
+            run.train(steps)
+        except TrainingStopped as err:
+            stopped = str(err)
+        report = run.audit()
+        breakdown = run.compile_breakdown() or {}
+        params = [c for c in report.changes if c.kind == "parameter"]
+        # steady state: after the first step (compile, or eager's dispatch caches)
+        hits = [r.wall_s for r in run.history[1:] if not r.traced]
+        history = run.history
+        entries.append(RaceEntry(
+            mode=mode, losses=tuple(r.loss for r in history),
+            trace_lower_s=breakdown.get("trace_lower_s", math.nan),
+            compile_s=breakdown.get("compile_s", math.nan),
+            first_call_s=history[0].wall_s if history else math.nan,
+            median_step_ms=1e3 * float(np.median(hits)) if hits else math.nan,
+            params_changed=sum(c.changed for c in params), params_total=len(params),
+            verdict=report.verdict.status,
+            final_test_acc=history[-1].test_acc if history else math.nan,
+            stopped=stopped))
+    if progress:
+        progress("", len(modes), len(modes))
+    return entries

@@ -1,0 +1,130 @@
+"""Diagnose panel: the verdict, the per-variable audit, the parameter-change
+heatmap, compile versus run time, and the race of every JIT mode."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import streamlit as st
+
+from explorer import plots
+from explorer.config import JIT_MODES
+from explorer.ui.common import verdict_banner
+from explorer.workspace import Workspace
+
+_S = st.session_state
+
+
+def _fmt(value: float, scale: float = 1.0, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "n/a"
+    return f"{scale * value:.{digits}g}"
+
+
+def _audit(ws: Workspace) -> None:
+    report = ws.audit()
+    verdict_banner(report)
+    if report is None:
+        return
+    st.caption(f"What changed between the initial state and step {ws.steps_done}: every "
+               "variable of the model and the optimizer.")
+    rows = [{"variable": c.path, "kind": c.kind, "changed": "yes" if c.changed else "NO",
+             "‖Δ‖/‖θ‖": c.relative_change} for c in report.changes]
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch",
+                 column_config={"‖Δ‖/‖θ‖": st.column_config.NumberColumn(format="%.3g")})
+
+
+def _heatmap(ws: Workspace) -> None:
+    paths, kinds, steps, matrix = ws.change_matrix()
+    labels = [f"{p}  ({k})" for p, k in zip(paths, kinds)]
+    st.caption("Relative change of every variable at every step (last 200 steps). A run "
+               "that trains lights up the parameter rows; a frozen run is a blank map.")
+    st.plotly_chart(plots.heatmap_figure(labels, matrix, steps=steps), key="d_heatmap",
+                    config={"displaylogo": False})
+
+
+def _compile(ws: Workspace) -> None:
+    info = ws.retrace_info()
+    history = ws.run.history if ws.run else []
+    hits = [r.wall_s for r in history if not r.traced][-20:]
+    first = next((r.wall_s for r in history if r.traced), math.nan)
+    cols = st.columns(4)
+    cols[0].metric("Traces", info["traces"], help="How often the step was traced (and "
+                   "compiled). More than one means retraces.")
+    cols[1].metric("First call", f"{_fmt(first)} s", help="Trace + compile + run.")
+    steady = 1e3 * sorted(hits)[len(hits) // 2] if hits else math.nan
+    cols[2].metric("Steady step", f"{_fmt(steady)} ms", help="Median of the last 20 steps "
+                   "that reused the compiled step.")
+    cols[3].metric("Compile / step", _fmt(first / (steady / 1e3) if hits else math.nan, 1, 3),
+                   help="How many steady steps one compilation costs.")
+    if ws.config.mode == "eager":
+        st.info("Eager mode compiles nothing: every operation is dispatched on its own, "
+                "every step.")
+    if info["last_cause"]:
+        st.write(f"Last trace at step {info['last_step']}: **{info['last_cause']}**.")
+    if info.get("pending"):
+        st.warning(f"The next step will retrace: {info['pending']}. Tick 'Bucket padding' "
+                   "in the model panel to absorb small edits without recompiling.")
+    if ws.config.mode != "eager":
+        if st.button("Measure trace / lower / compile", key="d_measure",
+                     disabled=ws.run is None):
+            with st.spinner("Tracing, lowering and compiling a fresh copy of the step…"):
+                ws.measure_compile()
+        c = ws.compile_info
+        if c:
+            st.plotly_chart(plots.timing_figure([{"mode": ws.config.mode, **c}], height=200),
+                            key="d_timing", config={"displaylogo": False})
+            st.caption(f"trace + lower {_fmt(c['trace_lower_s'])} s · XLA compile "
+                       f"{_fmt(c['compile_s'])} s · first call {_fmt(c['first_call_s'])} s · "
+                       f"steady step {_fmt(c['steady_step_ms'])} ms "
+                       f"(measured after {c['steps']} steps)")
+
+
+def _race(ws: Workspace) -> None:
+    st.caption("Every JIT mode from the same initial weights on the current graph. Four "
+               "curves fall together; jax.jit stays flat.")
+    cols = st.columns([1, 1, 2], vertical_alignment="bottom")
+    steps = cols[0].number_input("Steps", min_value=2, max_value=500, value=30, key="d_steps")
+    if cols[1].button("Race all modes", key="d_race", icon=":material/sports_score:",
+                      type="primary", disabled=ws.graph is None):
+        bar = st.progress(0.0, text="Starting the race…")
+
+        def progress(mode: str, done: int, total: int) -> None:
+            text = f"Training {mode} ({done + 1} of {total})…" if mode else "Done."
+            bar.progress(done / total, text=text)
+
+        ws.start_race(int(steps), progress=progress)
+        bar.empty()
+    result = ws.race_result
+    if not result:
+        return
+    curves = {e.mode: list(e.losses) for e in result}
+    st.plotly_chart(plots.race_figure(curves), key="d_race_chart",
+                    config={"displaylogo": False})
+    table = pd.DataFrame([{
+        "mode": e.mode, "trace + lower (s)": e.trace_lower_s, "XLA compile (s)": e.compile_s,
+        "first call (s)": e.first_call_s, "median step (ms)": e.median_step_ms,
+        "final loss": e.losses[-1] if e.losses else math.nan,
+        "params changed": f"{e.params_changed} of {e.params_total}",
+        "verdict": e.verdict.upper()} for e in result])
+    st.dataframe(table, hide_index=True, width="stretch", column_config={
+        name: st.column_config.NumberColumn(format="%.3g")
+        for name in ("trace + lower (s)", "XLA compile (s)", "first call (s)",
+                     "median step (ms)", "final loss")})
+    st.plotly_chart(plots.timing_figure([e.row() for e in result]), key="d_race_timing",
+                    config={"displaylogo": False})
+    frozen = [e.mode for e in result if e.verdict == "frozen"]
+    if frozen:
+        st.error(f"Frozen: {', '.join(frozen)} — {JIT_MODES['jax.jit']}",
+                 icon=":material/ac_unit:")
+
+
+def render(ws: Workspace) -> None:
+    st.header("Diagnose")
+    if ws.playing:
+        st.caption("Live training in progress: these panels refresh when you pause.")
+    tabs = st.tabs(["Verdict & audit", "Parameter changes", "Compile vs run", "Race"])
+    for tab, body in zip(tabs, (_audit, _heatmap, _compile, _race)):
+        with tab:
+            body(ws)

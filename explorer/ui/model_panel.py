@@ -1,0 +1,158 @@
+"""Model panel (sidebar): the layer stack, activation, regularisation,
+optimizer, node features and seed. Any change starts a new run."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from explorer.config import OPTIMIZERS, LayerConfig, RunConfig
+from explorer.sources import FEATURES
+from explorer.ui.common import set_error, show_error
+from explorer.workspace import Workspace
+from gnncore import ACTIVATIONS, CONV_TYPES
+
+KIND_NAMES = {"gcn": "GCN", "gat": "GAT", "sage": "GraphSAGE", "gin": "GIN"}
+SAGE_AGGRS = ("mean", "max", "sum", "min")
+LEARNING_RATES = (0.0001, 0.0003, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0)
+MAX_LAYERS = 8
+
+_S = st.session_state
+
+
+def _load(cfg: RunConfig) -> None:
+    """Write ``cfg`` into the widgets' state (before they are drawn)."""
+    uids = []
+    for layer in cfg.layers:
+        uid = _new_uid()
+        uids.append(uid)
+        _S[f"m_{uid}_kind"] = layer.kind
+        _S[f"m_{uid}_width"] = int(layer.width)
+        _S[f"m_{uid}_heads"] = int(layer.options.get("heads", 1))
+        _S[f"m_{uid}_aggr"] = str(layer.options.get("aggr", "mean"))
+    _S.m_layers = uids
+    for name in ("activation", "dropout", "batch_norm", "residual", "head", "optimizer",
+                 "learning_rate", "weight_decay", "features", "seed", "epochs",
+                 "train_per_class", "bucket_padding"):
+        _S[f"m_{name}"] = getattr(cfg, name)
+    _S.m_config = cfg
+
+
+def _new_uid() -> int:
+    _S.m_next_uid = _S.get("m_next_uid", 0) + 1
+    return _S.m_next_uid
+
+
+def _add_layer() -> None:
+    uid = _new_uid()
+    if _S.m_layers:
+        last = _S.m_layers[-1]
+        for field in ("kind", "width", "heads", "aggr"):
+            _S[f"m_{uid}_{field}"] = _S[f"m_{last}_{field}"]
+        _S.m_layers = _S.m_layers[:-1] + [uid, last]  # a new hidden layer before the output
+    else:
+        _S[f"m_{uid}_kind"], _S[f"m_{uid}_width"] = "gcn", 16
+        _S[f"m_{uid}_heads"], _S[f"m_{uid}_aggr"] = 1, "mean"
+        _S.m_layers = [uid]
+
+
+def _remove_layer(uid: int) -> None:
+    _S.m_layers = [u for u in _S.m_layers if u != uid]
+
+
+def _layers_from_widgets() -> tuple[LayerConfig, ...]:
+    layers = []
+    for uid in _S.m_layers:
+        kind = _S[f"m_{uid}_kind"]
+        options = {}
+        if kind == "gat":
+            options["heads"] = int(_S[f"m_{uid}_heads"])
+        if kind == "sage":
+            options["aggr"] = _S[f"m_{uid}_aggr"]
+        layers.append(LayerConfig(kind, int(_S[f"m_{uid}_width"]), options))
+    return tuple(layers)
+
+
+def _layer_editor(ws: Workspace) -> None:
+    uids = list(_S.m_layers)
+    classes = max(ws.graph.num_classes(), 2) if ws.graph is not None else 2
+    for i, uid in enumerate(uids):
+        is_output = i == len(uids) - 1 and not _S.m_head
+        with st.container(border=True):
+            top = st.columns([3, 1], vertical_alignment="bottom")
+            top[0].selectbox(f"Layer {i + 1}" + (" (output)" if is_output else ""),
+                             list(CONV_TYPES), key=f"m_{uid}_kind",
+                             format_func=lambda k: KIND_NAMES.get(k, k))
+            top[1].button("", icon=":material/delete:", key=f"m_{uid}_remove",
+                          help="Remove this layer", on_click=_remove_layer, args=(uid,),
+                          disabled=len(uids) == 1)
+            cols = st.columns(2)
+            if is_output:
+                cols[0].markdown(f"Width **{classes}**", help="The output layer has one "
+                                 "unit per class (tick 'Linear head' to change that).")
+            else:
+                cols[0].number_input("Width", min_value=1, max_value=256, step=4,
+                                     key=f"m_{uid}_width")
+            kind = _S[f"m_{uid}_kind"]
+            if kind == "gat":
+                cols[1].number_input("Heads", min_value=1, max_value=8, key=f"m_{uid}_heads",
+                                     help="Attention heads; hidden widths must divide by it.")
+            elif kind == "sage":
+                cols[1].selectbox("Aggregation", SAGE_AGGRS, key=f"m_{uid}_aggr")
+    st.button("Add layer", key="m_add_layer", icon=":material/add:", on_click=_add_layer,
+              disabled=len(uids) >= MAX_LAYERS)
+
+
+def render(ws: Workspace) -> None:
+    if _S.get("m_config") != ws.config:
+        _load(ws.config)  # the config changed elsewhere (mode, preset, reset)
+    st.header("Model")
+    _layer_editor(ws)
+    st.selectbox("Activation", list(ACTIVATIONS), key="m_activation")
+    st.slider("Dropout", 0.0, 0.9, step=0.05, key="m_dropout")
+    cols = st.columns(2)
+    cols[0].checkbox("BatchNorm", key="m_batch_norm")
+    cols[1].checkbox("Residual", key="m_residual")
+    st.checkbox("Linear head", key="m_head",
+                help="Add a linear layer after the convs (the last conv keeps its width).")
+    st.subheader("Optimizer")
+    st.selectbox("Optimizer", OPTIMIZERS, key="m_optimizer", label_visibility="collapsed")
+    if _S.m_learning_rate not in LEARNING_RATES:
+        st.number_input("Learning rate", min_value=1e-6, max_value=10.0, format="%.5f",
+                        key="m_learning_rate")
+    else:
+        st.select_slider("Learning rate", LEARNING_RATES, key="m_learning_rate")
+    st.number_input("Weight decay", min_value=0.0, max_value=1.0, step=5e-4, format="%.4f",
+                    key="m_weight_decay")
+    st.subheader("Data and run")
+    st.selectbox("Node features", FEATURES, key="m_features",
+                 help="one_hot: node id (as wide as the graph); degree; degree_one_hot; "
+                      "constant; gaussian noise; laplacian eigenvectors.")
+    cols = st.columns(2)
+    cols[0].number_input("Seed", min_value=0, max_value=2**31 - 1, key="m_seed")
+    cols[1].number_input("Steps per Play", min_value=1, max_value=100_000, key="m_epochs")
+    st.number_input("Train nodes per class", min_value=1, max_value=1000,
+                    key="m_train_per_class")
+    st.checkbox("Bucket padding", key="m_bucket_padding",
+                     help="Pad nodes and edges to power-of-two buckets: editing the graph "
+                          "within a bucket does not recompile.")
+    try:
+        config = ws.config.replace(
+            layers=_layers_from_widgets(), activation=_S.m_activation,
+            dropout=float(_S.m_dropout), batch_norm=bool(_S.m_batch_norm),
+            residual=bool(_S.m_residual), head=bool(_S.m_head), optimizer=_S.m_optimizer,
+            learning_rate=float(_S.m_learning_rate),
+            weight_decay=float(_S.m_weight_decay), features=_S.m_features,
+            seed=int(_S.m_seed), epochs=int(_S.m_epochs),
+            train_per_class=int(_S.m_train_per_class),
+            bucket_padding=bool(_S.m_bucket_padding))
+    except ValueError as err:
+        set_error("model", str(err))
+    else:
+        set_error("model", "")
+        if config != ws.config:
+            ws.set_config(config)
+        _S.m_config = ws.config
+    show_error("model")
+    if ws.run is None and ws.error:
+        st.error(ws.error)
+

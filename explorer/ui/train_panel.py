@@ -1,0 +1,99 @@
+"""Train panel: the JIT mode, Play / Pause / Step / Reset, and the live charts.
+
+Live training runs in a fragment that reruns every ``TICK_EVERY_S`` while
+playing; each run trains one chunk (``Workspace.tick``: steps until the time
+budget is spent) and redraws. The fragment is handed the play token of the run
+it was started for, so a timer that outlives a Reset does nothing.
+"""
+
+from __future__ import annotations
+
+import time
+
+import streamlit as st
+
+from explorer import plots
+from explorer.config import JIT_MODES
+from explorer.ui.common import verdict_banner
+from explorer.workspace import Workspace
+
+TICK_EVERY_S = 0.1  # ask for the next chunk as soon as the last one is drawn
+SPEEDS = {"full speed": None, "1 step per tick": 1, "5 steps per tick": 5,
+          "20 steps per tick": 20}
+
+_S = st.session_state
+
+
+def _set_mode(ws: Workspace) -> None:
+    ws.set_config(ws.config.replace(mode=_S.t_mode))
+
+
+def _set_speed(ws: Workspace) -> None:
+    ws.steps_per_tick = SPEEDS[_S.t_speed]
+
+
+def _live(ws: Workspace, token: int) -> None:
+    if ws.playing:
+        started = time.perf_counter()
+        if ws.steps_done == 0 and ws.config.mode != "eager":
+            with st.spinner("Compiling the training step (trace → lower → XLA compile)…"):
+                ws.tick(token)
+        else:
+            ws.tick(token)
+        _S.t_last_tick_s = time.perf_counter() - started
+        if not ws.playing:
+            st.rerun()  # finished or stopped: stop the timer, refresh the whole page
+    run = ws.run
+    history = run.history if run else []
+    done, target = ws.steps_done, ws.target_steps
+    st.progress(min(done / target, 1.0) if target else 0.0,
+                text=f"Step {done} of {target}" + (" · training…" if ws.playing else ""))
+    if history:
+        last = history[-1]
+        cols = st.columns(3)
+        cols[0].metric("Loss", f"{last.loss:.4f}")
+        cols[1].metric("Train acc", f"{last.train_acc:.0%}")
+        cols[2].metric("Test acc", f"{last.test_acc:.0%}")
+        st.caption(f"Last step {1e3 * last.wall_s:.3g} ms (synced wall time) · traces so far: "
+                   f"{last.trace_count}" + (f" · this step traced: {last.trace_cause}"
+                                            if last.traced else ""))
+    if ws.error:
+        st.error(ws.error, icon=":material/block:")
+    verdict_banner(ws.audit(), detail=False)
+    steps = [r.step for r in history]
+    st.plotly_chart(plots.loss_figure(steps, [r.loss for r in history], height=260),
+                    key="t_loss", config={"displaylogo": False})
+    acc = plots.accuracy_figure(steps, [r.train_acc for r in history],
+                                [r.val_acc for r in history],
+                                [r.test_acc for r in history], height=240)
+    st.plotly_chart(acc, key="t_acc", config={"displaylogo": False})
+
+
+def render(ws: Workspace) -> None:
+    st.header("Train")
+    if _S.get("t_mode") != ws.config.mode:
+        _S.t_mode = ws.config.mode
+    st.radio("JIT mode", list(JIT_MODES), key="t_mode", horizontal=True,
+             on_change=_set_mode, args=(ws,))
+    st.caption(JIT_MODES[ws.config.mode])
+    cols = st.columns(4)
+    stretch = {"width": "stretch"}
+    cols[0].button("Play", key="t_play", icon=":material/play_arrow:", on_click=ws.play,
+                   type="primary", disabled=ws.playing or ws.run is None, **stretch)
+    cols[1].button("Pause", key="t_pause", icon=":material/pause:", on_click=ws.pause,
+                   disabled=not ws.playing, **stretch)
+    step = cols[2].button("Step", key="t_step", icon=":material/skip_next:",
+                          disabled=ws.run is None, **stretch)
+    cols[3].button("Reset", key="t_reset", icon=":material/restart_alt:", on_click=ws.reset,
+                   help="Fresh weights from the seed; the history is cleared.", **stretch)
+    if step:
+        if ws.steps_done == 0 and ws.config.mode != "eager":
+            with st.spinner("Compiling the training step…"):
+                ws.step()
+        else:
+            ws.step()
+    _S.setdefault("t_speed", "full speed")
+    st.select_slider("Speed", list(SPEEDS), key="t_speed", on_change=_set_speed, args=(ws,),
+                     help="Slow it down to watch single steps in class.")
+    ws.steps_per_tick = SPEEDS[_S.t_speed]
+    st.fragment(run_every=TICK_EVERY_S if ws.playing else None)(_live)(ws, ws.play_token)

@@ -1,0 +1,326 @@
+"""The per-session workspace behind the UI: graph editing carried into the run,
+ticks and generations, uploads that fail safely, diagnostics and the race."""
+
+import numpy as np
+import pytest
+
+from explorer.config import JIT_MODES, LayerConfig, RunConfig
+from explorer.graphio import GraphFileError
+from explorer.race import race
+from explorer.workspace import Workspace
+
+
+@pytest.fixture
+def ws():
+    return Workspace(RunConfig(dropout=0.0))
+
+
+def _params(run):
+    from flax import nnx
+
+    run.sync()
+    return [np.asarray(v) for v in jax_leaves(nnx.state(run.model, nnx.Param))]
+
+
+def jax_leaves(tree):
+    import jax
+
+    return jax.tree.leaves(tree)
+
+
+def test_starts_with_the_config_preset_and_stats(ws):
+    s = ws.stats()
+    assert (s.nodes, s.edges, s.classes, s.directed) == (34, 78, 2, False)
+    assert s.density == pytest.approx(78 / (34 * 33 / 2))
+    assert ws.run is not None and ws.steps_done == 0 and not ws.playing
+    splits = ws.splits()
+    assert len(splits) == 34 and splits.count("train") == 8  # 4 per class
+    assert set(splits) <= {"train", "val", "test", "none"}
+
+
+def test_play_ticks_until_the_target_then_stops(ws):
+    ws.set_config(ws.config.replace(epochs=12))
+    ws.steps_per_tick, ws.tick_budget_s = 5, 60.0  # the first tick compiles
+    token = ws.play()
+    assert ws.playing and token == ws.generation
+    assert ws.tick(token) == 5
+    assert ws.tick(token) == 5
+    assert ws.tick(token) == 2 and not ws.playing  # reached 12: stopped by itself
+    assert "Finished 12 steps" in ws.notice
+    assert ws.tick(token) == 0
+    token = ws.play()  # Play again: 12 more
+    assert ws.target_steps == 24 and ws.tick(token) == 5
+
+
+def test_tick_respects_the_time_budget():
+    ws = Workspace(RunConfig(epochs=100_000), tick_budget_s=0.05)
+    token = ws.play()
+    ws.tick(token)  # the compile
+    done = ws.tick(token)
+    assert 1 <= done < 100_000 and ws.playing
+
+
+def test_pause_and_a_stale_token_do_nothing(ws):
+    token = ws.play()
+    ws.pause()
+    assert ws.tick(token) == 0 and ws.steps_done == 0
+    token = ws.play()
+    ws.tick(token)
+    before = ws.steps_done
+    ws.reset()  # a new generation: the old timer must not write into it
+    ws.playing = True  # even if something set playing again
+    assert ws.tick(token) == 0
+    assert ws.steps_done == 0 and before > 0
+
+
+def test_an_added_edge_reaches_the_run_and_retraces_with_its_cause(ws):
+    ws.step()
+    ws.step()
+    generation = ws.generation
+    ws.connect([0, 9])
+    assert ws.generation == generation  # same run, same weights, carried over
+    assert ws.run.graph.num_edges == 158
+    assert "retraces (shapes changed: nodes 34 -> 34, edges 156 -> 158)" in ws.notice
+    info = ws.retrace_info()
+    assert info["pending"].startswith("shapes changed")
+    record = ws.step()
+    assert record.traced and "edges 156 -> 158" in record.trace_cause
+    assert ws.retrace_info()["traces"] == 2
+    assert ws.retrace_info()["last_step"] == 3
+    with pytest.raises(ValueError, match="already connected"):
+        ws.connect([0, 9])
+    with pytest.raises(ValueError, match="exactly two"):
+        ws.connect([0])
+
+
+def test_bucket_padding_absorbs_an_edit_without_a_retrace():
+    ws = Workspace(RunConfig(bucket_padding=True))
+    ws.step()
+    ws.connect([0, 9])
+    assert ws.step().traced is False
+
+
+def test_one_hot_features_make_a_new_node_a_new_run(ws):
+    generation = ws.generation
+    ws.add_node(label=1)
+    assert ws.drawing.num_nodes == 35 and ws.generation == generation + 1
+    assert "features per node 34 -> 35" in ws.notice
+    assert ws.run.graph.num_nodes == 35
+
+
+def test_degree_features_keep_the_run_when_a_node_is_added():
+    ws = Workspace(RunConfig(features="degree"))
+    ws.step()
+    generation = ws.generation
+    ws.add_node(label=0)
+    assert ws.generation == generation and ws.run.graph.num_nodes == 35
+    assert ws.step().traced
+
+
+def test_a_new_class_label_starts_a_new_run(ws):
+    generation = ws.generation
+    ws.set_label([0, 1], 2)
+    assert ws.generation == generation + 1 and "classes 2 -> 3" in ws.notice
+    assert ws.drawing.labels[:2] == (2, 2)
+
+
+def test_edge_table_rows_by_name_and_bad_rows_change_nothing(ws):
+    rows = [(ws.drawing.names[u], ws.drawing.names[v]) for u, v in ws.drawing.edges]
+    ws.set_edges(rows + [("0", "9"), (None, None)])
+    assert ws.drawing.has_edge(0, 9) and ws.run.graph.num_edges == 158
+    edges = ws.drawing.edges
+    with pytest.raises(ValueError, match=r"edge table row 2, target: no node named 'zzz'"):
+        ws.set_edges([("0", "1"), ("0", "zzz")])
+    assert ws.drawing.edges == edges
+
+
+def test_undo_restores_the_graph_and_the_run_follows(ws):
+    ws.connect([0, 9])
+    ws.delete([33])
+    assert ws.drawing.num_nodes == 33
+    ws.undo()
+    assert ws.drawing.num_nodes == 34 and ws.run.graph.num_nodes == 34
+    ws.undo()
+    assert not ws.drawing.has_edge(0, 9) and ws.run.graph.num_edges == 156
+
+
+def test_relayout_moves_nodes_but_keeps_the_run(ws):
+    ws.step()
+    generation, positions = ws.generation, ws.drawing.positions
+    ws.relayout("circular")
+    assert ws.drawing.positions != positions and ws.generation == generation
+    assert ws.steps_done == 1
+
+
+def test_deleting_every_node_leaves_no_run_and_a_clear_message(ws):
+    ws.delete(range(34))
+    assert ws.graph is None and ws.run is None
+    assert ws.step() is None and "nothing to train" in ws.error
+    assert ws.play() == -1 and not ws.playing
+    ws.undo()
+    assert ws.run is not None and ws.drawing.num_nodes == 34
+
+
+def test_valid_upload_replaces_the_graph(ws):
+    warnings = ws.load_file("tri.edgelist", b"a b\nb c\nc a\nc d\nd e\ne f\nf d\n")
+    assert ws.stats().nodes == 6 and ws.source == "file: tri.edgelist"
+    assert any("community" in w for w in warnings)
+    assert sorted(set(ws.drawing.labels)) == [0, 1]
+    assert ws.run.graph.num_nodes == 6
+
+
+def test_upload_features_are_used_and_follow_edits():
+    ws = Workspace()
+    npz = _npz(x=np.arange(12, dtype=np.float32).reshape(4, 3))
+    ws.load_file("g.npz", npz)
+    assert ws.use_file_features
+    np.testing.assert_array_equal(np.asarray(ws.graph.x), np.arange(12).reshape(4, 3))
+    ws.delete([1])
+    np.testing.assert_array_equal(np.asarray(ws.graph.x), [[0, 1, 2], [6, 7, 8], [9, 10, 11]])
+
+
+def _npz(x):
+    import io
+
+    buf = io.BytesIO()
+    np.savez(buf, edge_index=np.array([[0, 1, 2, 3], [1, 2, 3, 0]], np.int32), x=x,
+             y=np.array([0, 0, 1, 1], np.int32))
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("name, data, message", [
+    ("bad.edgelist", b"0 1\n1\n", "line 2"),
+    ("bad.json", b"{not json", "bad.json"),
+    ("bad.exe", b"0 1", "unknown extension"),
+    ("empty.csv", b"", "empty"),
+])
+def test_a_bad_upload_names_the_problem_and_keeps_graph_and_run(ws, name, data, message):
+    ws.step()
+    state = (ws.drawing, ws.run, ws.generation, ws.source, ws.steps_done)
+    with pytest.raises(GraphFileError, match=message):
+        ws.load_file(name, data)
+    assert (ws.drawing, ws.run, ws.generation, ws.source, ws.steps_done) == state
+
+
+def test_a_model_that_cannot_be_built_keeps_the_previous_graph():
+    ws = Workspace(RunConfig(layers=(LayerConfig("gat", 16, {"heads": 3}),
+                                     LayerConfig("gcn", 16))))
+    assert ws.run is None and "not divisible by heads=3" in ws.error
+    ws.set_config(RunConfig())
+    assert ws.run is not None and not ws.error
+
+
+def test_set_config_starts_a_new_run_with_the_same_initial_weights(ws):
+    before = _params(ws.run)
+    assert not ws.set_config(ws.config)  # unchanged: nothing happens
+    assert ws.set_config(ws.config.replace(mode="functional"))
+    assert "Changed mode" in ws.notice
+    for a, b in zip(before, _params(ws.run)):
+        np.testing.assert_array_equal(a, b)
+    # the graph fields belong to the graph panel, not to set_config
+    ws.set_config(ws.config.replace(graph="petersen", seed=3))
+    assert ws.config.graph == "karate" and ws.config.seed == 3
+
+
+def test_load_preset_validates_and_keeps_the_graph_on_error(ws):
+    ws.load_preset("sbm", difficulty=0.5)
+    assert ws.stats().nodes == 60 and ws.config.difficulty == 0.5
+    with pytest.raises(ValueError, match="difficulty"):
+        ws.load_preset("sbm", difficulty=2.0)
+    with pytest.raises(ValueError, match="graph"):
+        ws.load_preset("nope")
+    assert ws.stats().nodes == 60 and ws.source == "preset: sbm"
+
+
+def test_jax_jit_is_diagnosed_frozen_and_the_heatmap_is_blank():
+    ws = Workspace(RunConfig(mode="jax.jit"))
+    for _ in range(3):
+        ws.step()
+    report = ws.audit()
+    assert report.verdict.status == "frozen"
+    paths, kinds, steps, matrix = ws.change_matrix()
+    assert steps == [1, 2, 3] and matrix.shape == (len(paths), 3)
+    params = [i for i, k in enumerate(kinds) if k == "parameter"]
+    assert params and np.all(matrix[params] == 0)
+
+
+def test_nnx_jit_trains_and_the_heatmap_lights_up(ws):
+    for _ in range(3):
+        ws.step()
+    assert ws.audit().verdict.status == "training"
+    _, kinds, _, matrix = ws.change_matrix()
+    params = [i for i, k in enumerate(kinds) if k == "parameter"]
+    assert np.all(matrix[params] > 0)
+
+
+def test_measure_compile_reports_each_part(ws):
+    ws.step()
+    ws.step()
+    info = ws.measure_compile()
+    assert info["trace_lower_s"] > 0 and info["compile_s"] > 0
+    assert info["first_call_s"] > 0 and info["steady_step_ms"] > 0 and info["steps"] == 2
+    ws.set_config(ws.config.replace(mode="eager"))
+    assert ws.measure_compile() is None
+
+
+def test_nan_loss_stops_play_with_a_message():
+    ws = Workspace(RunConfig(learning_rate=1e30, optimizer="sgd", weight_decay=0.0))
+    token = ws.play()
+    for _ in range(20):
+        ws.tick(token)
+        if not ws.playing:
+            break
+    assert not ws.playing and "training stopped" in ws.error
+
+
+def test_default_config_trains_karate_well_within_100_steps():
+    for seed in (0, 1, 2):
+        ws = Workspace(RunConfig(seed=seed))
+        ws.steps_per_tick = 100
+        token = ws.play()
+        while ws.playing:
+            ws.tick(token)
+        last = ws.run.history[-1]
+        assert ws.steps_done == 100
+        assert last.train_acc == 1.0 and last.test_acc >= 0.85, (seed, last)
+
+
+def test_workspaces_share_nothing():
+    a, b = Workspace(), Workspace()
+    a.step()
+    a.connect([0, 9])
+    assert b.steps_done == 0 and not b.drawing.has_edge(0, 9)
+    assert a.run.model is not b.run.model
+
+
+def test_race_starts_every_mode_from_the_same_weights():
+    entries = race(RunConfig(dropout=0.0), steps=4)
+    assert [e.mode for e in entries] == list(JIT_MODES)
+    by_mode = {e.mode: e for e in entries}
+    assert by_mode["jax.jit"].verdict == "frozen"
+    assert len(set(by_mode["jax.jit"].losses)) == 1
+    first = {e.losses[0] for e in entries}
+    assert max(first) - min(first) < 1e-5  # same initial weights, same first loss
+    for mode in ("eager", "nnx.jit", "functional", "cached_partial"):
+        e = by_mode[mode]
+        assert e.verdict == "training" and e.params_changed == e.params_total
+        np.testing.assert_allclose(e.losses, by_mode["nnx.jit"].losses, rtol=1e-4)
+    assert np.isnan(by_mode["eager"].compile_s) and by_mode["nnx.jit"].compile_s > 0
+    assert all(e.median_step_ms > 0 for e in entries)
+
+
+def test_workspace_race_needs_a_graph_and_reports_progress(ws):
+    seen = []
+    ws.start_race(2, progress=lambda mode, done, total: seen.append((mode, done, total)))
+    assert len(ws.race_result) == len(JIT_MODES)
+    assert seen[0] == ("eager", 0, 5) and seen[-1] == ("", 5, 5)
+    ws.connect([0, 9])
+    assert ws.race_result is None  # an edit invalidates the race
+    ws.delete(range(34))
+    with pytest.raises(ValueError, match="empty"):
+        ws.start_race(2)
+
+
+def test_embeddings_cover_every_layer(ws):
+    hidden = ws.run.embeddings()
+    assert [h.shape for h in hidden] == [(34, 16), (34, 2)]
