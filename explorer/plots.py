@@ -239,14 +239,29 @@ def _empty_figure(message: str, height: int, uirevision: str) -> go.Figure:
     return _annotate(fig, message)
 
 
+def _step_axis(last_step: float) -> dict:
+    """Whole-number step ticks: plotly would put ticks at 1.5, 2.5 on short
+    runs, so the tick spacing is fixed to a 1-2-5 step giving at most ~10 ticks."""
+    spacing = 1
+    while last_step / spacing > 10:
+        for factor in (2, 2.5, 2):  # 1, 2, 5, 10, 20, 50, ...
+            spacing *= factor
+            if last_step / spacing <= 10:
+                break
+    return {"tickformat": "d", "dtick": int(spacing)}
+
+
 def _line_layout(fig: go.Figure, *, height: int, ytitle: str, uirevision: str,
                  title: str | None = None) -> go.Figure:
     """Common layout of the step-by-step line plots."""
+    below = bool(title) and len(fig.data) > 1  # a legend under a title would overlap it
     fig.update_layout(
         title=title, height=height, uirevision=uirevision,
         xaxis_title="step", yaxis_title=ytitle, hovermode="x unified",
-        margin={"l": 50, "r": 10, "t": 40 if title else 20, "b": 40},
-        legend={"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom"},
+        xaxis=_step_axis(max((max(tr.x) for tr in fig.data if len(tr.x)), default=1)),
+        margin={"l": 50, "r": 10, "t": 40 if title else 20, "b": 100 if below else 40},
+        legend={"orientation": "h", "x": 0, "y": -0.3 if below else 1.0,
+                "yanchor": "top" if below else "bottom"},
     )
     return fig
 
@@ -311,6 +326,7 @@ def heatmap_figure(paths: Sequence[str], rel_changes, *, steps: Sequence[float] 
     ))
     fig.update_layout(
         height=height, uirevision="heatmap", xaxis_title="step",
+        xaxis=_step_axis(max(x, default=1)),
         yaxis={"autorange": "reversed", "automargin": True},
         margin={"l": 10, "r": 10, "t": 20, "b": 40}, plot_bgcolor="white",
     )

@@ -31,7 +31,7 @@ from gnncore import Graph
 
 __all__ = ["TICK_BUDGET_S", "GraphStats", "Workspace"]
 
-TICK_BUDGET_S = 0.25  # a tick's training time; the redraw comes on top
+TICK_BUDGET_S = 0.4  # a tick's training time; the redraw comes on top
 
 
 @dataclasses.dataclass(frozen=True)

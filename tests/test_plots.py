@@ -225,3 +225,12 @@ def test_timing_missing_values_are_zero():
     assert compile_bar.hovertext[0] == "n/a" and compile_bar.hovertext[1] == "1.25 s"
     assert fig.layout.barmode == "group" and fig.layout.xaxis.type == "linear"
     assert fig.layout.xaxis.title.text == "seconds"
+
+
+@pytest.mark.parametrize("last, spacing", [(3, 1), (10, 1), (25, 5), (100, 10), (1000, 100)])
+def test_step_axes_tick_whole_steps(last, spacing):
+    steps = list(range(1, last + 1))
+    for fig in (plots.loss_figure(steps, [1.0] * last),
+                plots.accuracy_figure(steps, [0.5] * last, [0.5] * last, [0.5] * last),
+                plots.heatmap_figure(["w"], np.ones((1, last)))):
+        assert fig.layout.xaxis.dtick == spacing and fig.layout.xaxis.tickformat == "d"

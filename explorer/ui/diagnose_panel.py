@@ -103,15 +103,13 @@ def _race(ws: Workspace) -> None:
     st.plotly_chart(plots.race_figure(curves), key="d_race_chart",
                     config={"displaylogo": False})
     table = pd.DataFrame([{
-        "mode": e.mode, "trace + lower (s)": e.trace_lower_s, "XLA compile (s)": e.compile_s,
-        "first call (s)": e.first_call_s, "median step (ms)": e.median_step_ms,
-        "final loss": e.losses[-1] if e.losses else math.nan,
+        "mode": e.mode, "trace + lower (s)": _fmt(e.trace_lower_s),
+        "XLA compile (s)": _fmt(e.compile_s), "first call (s)": _fmt(e.first_call_s),
+        "median step (ms)": _fmt(e.median_step_ms),
+        "final loss": _fmt(e.losses[-1] if e.losses else math.nan, digits=5),
         "params changed": f"{e.params_changed} of {e.params_total}",
         "verdict": e.verdict.upper()} for e in result])
-    st.dataframe(table, hide_index=True, width="stretch", column_config={
-        name: st.column_config.NumberColumn(format="%.3g")
-        for name in ("trace + lower (s)", "XLA compile (s)", "first call (s)",
-                     "median step (ms)", "final loss")})
+    st.dataframe(table, hide_index=True, width="stretch")
     st.plotly_chart(plots.timing_figure([e.row() for e in result]), key="d_race_timing",
                     config={"displaylogo": False})
     frozen = [e.mode for e in result if e.verdict == "frozen"]

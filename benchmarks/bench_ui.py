@@ -1,0 +1,306 @@
+"""Live training through the Streamlit UI in a real browser, against the engine
+headless on the same configuration.
+
+Per round and JIT mode (default karate club, ``RunConfig()``, modes nnx.jit and
+functional), interleaved headless, UI, headless, UI... because the machine is
+noisy:
+
+- headless: ``Workspace(RunConfig(mode=...)).run.step()`` in a loop: warm-up
+  (compile + ``--warmup`` s), then steps/s over ``--seconds``;
+- UI: a fresh ``streamlit run`` server and a headless Chromium page:
+  (a) server process start -> first paint ("Step 0 of" visible),
+  (b) click on Play -> first point in the loss chart (includes the compile),
+  (c) steps/s shown by the step counter over ``--seconds``, after skipping
+  ``--warmup`` s from the first point ("Steps per Play" set to 100000 first).
+
+``--compare-gc`` adds, per round and mode, a UI run of a server started with
+``--runner.postScriptGC false``: Streamlit's default is a full ``gc.collect(2)``
+after every script run, fragment reruns included, and with JAX, Flax and plotly
+loaded that takes ~150 ms on this machine, between every two training ticks.
+
+Prints one row per round, mode and server, then the medians and the ratio
+UI/headless (target >= 0.80).
+
+Usage::
+
+    python benchmarks/bench_ui.py [--rounds N] [--seconds S] [--warmup W] [--modes a,b]
+                                  [--compare-gc]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+from common import REPO, machine_info, print_table, versions  # noqa: E402
+
+from explorer.config import JIT_MODES, RunConfig  # noqa: E402
+from explorer.workspace import Workspace  # noqa: E402
+
+CHROMIUM = Path(os.environ.get("EXPLORER_CHROMIUM", "/usr/bin/chromium"))
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+VIEWPORT = {"width": 1500, "height": 2600}
+STEPS_PER_PLAY = 100_000  # the most the sidebar allows: Play never finishes
+TIMEOUT_MS = 120_000
+TARGET = 0.80
+
+# Count of x values in the first trace of the figure titled "Training loss"
+# (Streamlit wraps plotly titles in <b> tags).
+POINTS_JS = """() => {
+    for (const div of document.querySelectorAll('.js-plotly-plot')) {
+        const t = (div.layout || {}).title;
+        const text = (typeof t === 'string' ? t : (t && t.text)) || '';
+        if (text.replace(/<[^>]*>/g, '').trim() === 'Training loss') {
+            const data = div.data || [];
+            return data.length && data[0].x ? data[0].x.length : 0;
+        }
+    }
+    return 0;
+}"""
+
+# Records [performance.now() ms, steps] whenever the step counter changes.
+SAMPLER_JS = """() => {
+    window.__steps = [];
+    let last = -1;
+    window.__sampler = setInterval(() => {
+        for (const el of document.querySelectorAll('[data-testid="stProgress"]')) {
+            const m = /Step (\\d+) of/.exec(el.innerText);
+            if (m) {
+                const n = Number(m[1]);
+                if (n !== last) { last = n; window.__steps.push([performance.now(), n]); }
+                return;
+            }
+        }
+    }, 20);
+    return performance.now();
+}"""
+
+
+def load_average() -> str:
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "?"
+
+
+# ----------------------------------------------------------------- headless
+def headless(mode: str, seconds: float, warmup: float) -> dict:
+    ws = Workspace(RunConfig(mode=mode))
+    run = ws.run
+    start = time.perf_counter()
+    run.step()  # trace + compile
+    first = time.perf_counter() - start
+    end = time.perf_counter() + warmup
+    while time.perf_counter() < end:
+        run.step()
+    n0, t0 = len(run.history), time.perf_counter()
+    end = t0 + seconds
+    while time.perf_counter() < end:
+        run.step()
+    elapsed = time.perf_counter() - t0
+    return {"first_s": first, "steps_s": (len(run.history) - n0) / elapsed}
+
+
+# ----------------------------------------------------------------------- UI
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """``streamlit run streamlit_app.py`` (plus ``options``) on a free port;
+    ``started`` is the ``perf_counter`` time just before the process was created."""
+
+    def __init__(self, options: list[str]):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        fd, name = tempfile.mkstemp(prefix="bench_ui_", suffix=".log")
+        os.close(fd)
+        self.log = Path(name)
+        cmd = [sys.executable, "-m", "streamlit", "run", "streamlit_app.py",
+               "--server.headless", "true", "--server.address", "127.0.0.1",
+               "--server.port", str(self.port), "--browser.gatherUsageStats", "false",
+               "--server.fileWatcherType", "none", *options]
+        env = dict(os.environ, JAX_PLATFORMS="cpu")
+        with open(self.log, "w") as out:
+            self.started = time.perf_counter()
+            self.proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out,
+                                         stderr=subprocess.STDOUT)
+
+    def wait_healthy(self, timeout_s: float = 60) -> float:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"streamlit exited: {self.log.read_text()[-2000:]}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/_stcore/health", timeout=2) as r:
+                    if r.read().decode().strip() == "ok":
+                        return time.perf_counter() - self.started
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"streamlit not healthy after {timeout_s} s")
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=15)
+        self.log.unlink(missing_ok=True)
+
+
+def ui(browser, mode: str, seconds: float, warmup: float, options: list[str]) -> dict:
+    server = Server(options)
+    context = None
+    try:
+        health = server.wait_healthy()
+        context = browser.new_context(viewport=VIEWPORT)
+        page = context.new_page()
+        page.goto(server.url + "/", timeout=TIMEOUT_MS)
+        page.get_by_text(re.compile(r"Step 0 of \d+")).wait_for(timeout=TIMEOUT_MS)
+        paint = time.perf_counter() - server.started
+
+        field = page.locator(".st-key-m_epochs input")
+        field.fill(str(STEPS_PER_PLAY))
+        field.press("Enter")
+        page.get_by_text(f"Step 0 of {STEPS_PER_PLAY}").wait_for(timeout=TIMEOUT_MS)
+        if mode != RunConfig().mode:
+            page.locator(".st-key-t_mode").get_by_text(mode, exact=True).click()
+            page.get_by_text(JIT_MODES[mode]).wait_for(timeout=TIMEOUT_MS)
+        wait_idle(page)
+
+        page.evaluate(SAMPLER_JS)
+        clicked = time.perf_counter()
+        page.locator(".st-key-t_play button").click()
+        page.wait_for_function(f"({POINTS_JS})() >= 1", timeout=TIMEOUT_MS, polling=20)
+        first_point = time.perf_counter() - clicked
+        page.wait_for_timeout(1e3 * (warmup + seconds))
+        samples = page.evaluate("() => { clearInterval(window.__sampler); "
+                                "return [performance.now(), window.__steps]; }")
+        page.locator(".st-key-t_pause button").click()
+        now_ms, changes = samples
+        # The window: from `warmup` s after the first point to the end; the rate
+        # is measured between the first and the last counter change inside it.
+        start_ms = now_ms - 1e3 * seconds
+        inside = [(t, n) for t, n in changes if t >= start_ms]
+        if len(inside) < 2:
+            raise RuntimeError(f"the step counter changed {len(inside)} time(s) in "
+                               f"{seconds} s: {changes[-5:]}")
+        (t0, n0), (t1, n1) = inside[0], inside[-1]
+        return {"health_s": health, "paint_s": paint, "first_point_s": first_point,
+                "steps_s": 1e3 * (n1 - n0) / (t1 - t0), "redraws_s": 1e3 * (len(inside) - 1)
+                / (t1 - t0), "steps_at_end": n1}
+    finally:
+        if context is not None:
+            context.close()
+        server.stop()
+
+
+def wait_idle(page) -> None:
+    page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]',
+                           timeout=TIMEOUT_MS)
+
+
+# --------------------------------------------------------------------- main
+SERVERS = {"default": [], "postScriptGC off": ["--runner.postScriptGC", "false"]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=10.0,
+                        help="measured training time per round (default 10)")
+    parser.add_argument("--warmup", type=float, default=2.0,
+                        help="seconds skipped after the compile (default 2)")
+    parser.add_argument("--modes", default="nnx.jit,functional")
+    parser.add_argument("--compare-gc", action="store_true",
+                        help="also run the UI with --runner.postScriptGC false")
+    args = parser.parse_args()
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    for m in modes:
+        if m not in JIT_MODES:
+            raise SystemExit(f"unknown mode {m!r}; choose from {', '.join(JIT_MODES)}")
+    servers = list(SERVERS) if args.compare_gc else ["default"]
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        raise SystemExit("playwright is not installed") from None
+    if not CHROMIUM.exists():
+        raise SystemExit(f"no Chromium at {CHROMIUM} (set EXPLORER_CHROMIUM)")
+
+    info = machine_info()
+    print(f"machine: {info['cpu']}, {info['cores']} cores, {info['memory']}; "
+          f"python {info['python']}; load average {load_average()}")
+    vers = versions(["streamlit", "playwright", "plotly", "jax", "flax"])
+    wall = time.perf_counter()
+    rows = []
+    results = {(m, s): [] for m in modes for s in servers}  # (UI, headless) per round
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        vers["chromium"] = browser.version
+        print("versions: " + ", ".join(f"{k} {v}" for k, v in vers.items()))
+        print(f"config: RunConfig() (karate club, 2-layer GCN 16, dropout 0.5, adam) per mode; "
+              f"{args.rounds} rounds, {args.seconds:g} s measured after {args.warmup:g} s "
+              f"warm-up; Steps per Play {STEPS_PER_PLAY}", flush=True)
+        try:
+            for r in range(1, args.rounds + 1):
+                for mode in modes:
+                    h = headless(mode, args.seconds, args.warmup)
+                    for server in servers:
+                        u = ui(browser, mode, args.seconds, args.warmup, SERVERS[server])
+                        results[mode, server].append((u, h))
+                        rows.append([r, mode, server, f"{u['health_s']:.2f}",
+                                     f"{u['paint_s']:.2f}", f"{u['first_point_s']:.2f}",
+                                     f"{u['redraws_s']:.2f}", f"{u['steps_s']:.0f}",
+                                     f"{h['steps_s']:.0f}", f"{u['steps_s'] / h['steps_s']:.2f}"])
+                        print(f"  round {r} {mode} ({server}): UI {u['steps_s']:.0f} steps/s, "
+                              f"headless {h['steps_s']:.0f} steps/s; load {load_average()}",
+                              flush=True)
+        finally:
+            browser.close()
+
+    print("\nPer round (UI: a fresh server each time; a = server process start -> first "
+          "paint, b = Play -> first loss point, c = steps/s on the UI's step counter, "
+          "d = run.step() in a loop)")
+    print_table(["round", "mode", "server", "health s", "a: first paint s",
+                 "b: first point s", "redraws/s", "c: UI steps/s", "d: headless steps/s",
+                 "UI/headless"], rows)
+    summary = []
+    for (mode, server), pairs in results.items():
+        ui_med = statistics.median(u["steps_s"] for u, _ in pairs)
+        h_med = statistics.median(h["steps_s"] for _, h in pairs)
+        ratio = statistics.median(u["steps_s"] / h["steps_s"] for u, h in pairs)
+        summary.append([
+            mode, server, f"{statistics.median(u['paint_s'] for u, _ in pairs):.2f}",
+            f"{statistics.median(u['first_point_s'] for u, _ in pairs):.2f}",
+            f"{ui_med:.0f}", f"{h_med:.0f}", f"{ratio:.2f}", "yes" if ratio >= TARGET else "no"])
+    print(f"\nMedians over {args.rounds} rounds (target UI/headless >= {TARGET:.2f})")
+    print_table(["mode", "server", "a: first paint s", "b: first point s", "c: UI steps/s",
+                 "d: headless steps/s", "UI/headless (median of rounds)", "target met"],
+                summary)
+    print(f"\ntotal wall time {time.perf_counter() - wall:.0f} s; load average now "
+          f"{load_average()}")
+
+
+if __name__ == "__main__":
+    main()

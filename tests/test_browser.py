@@ -1,0 +1,346 @@
+"""The Streamlit app in a real browser (headless Chromium through Playwright).
+
+One ``streamlit run`` server and one browser for the module; every test opens
+its own browser context, i.e. its own Streamlit session and workspace.
+
+Skipped when Playwright or ``/usr/bin/chromium`` (``$EXPLORER_CHROMIUM``) is
+missing, unless the ``CI`` environment variable is set: then a missing browser
+is a failure, so that CI really runs these tests.
+
+Screenshots of every panel go to ``$TEST_ARTIFACTS`` (default
+``tests/artifacts``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+from explorer.config import JIT_MODES
+
+try:
+    from playwright.sync_api import Error as PlaywrightError
+    from playwright.sync_api import expect, sync_playwright
+except ImportError:  # pragma: no cover - depends on the machine
+    sync_playwright = None
+
+CHROMIUM = Path(os.environ.get("EXPLORER_CHROMIUM", "/usr/bin/chromium"))
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+ARTIFACTS = Path(os.environ.get("TEST_ARTIFACTS", REPO / "tests" / "artifacts"))
+VIEWPORT = {"width": 1500, "height": 2600}  # tall: every panel fits without scrolling
+
+START_TIMEOUT_S = 60  # server process start -> /_stcore/health says "ok"
+LOAD_MS = 90_000  # first page load: imports JAX and builds the first model
+COMPILE_MS = 90_000  # a step that traces and compiles (seconds; slow under load)
+STEP_MS = 60_000  # any other rerun
+
+STEP_TEXT = re.compile(r"Step (\d+) of (\d+)")
+
+# The plotly figure whose layout title is ``title``: number of x values of its
+# first trace (0 when the figure is missing or has no data yet). Streamlit's
+# theme wraps titles in <b> tags, so the tags are stripped first.
+_POINTS_JS = """(title) => {
+    for (const div of document.querySelectorAll('.js-plotly-plot')) {
+        const layout = div.layout || {};
+        const t = layout.title;
+        const text = (typeof t === 'string' ? t : (t && t.text)) || '';
+        if (text.replace(/<[^>]*>/g, '').trim() === title) {
+            const data = div.data || [];
+            return data.length && data[0].x ? data[0].x.length : 0;
+        }
+    }
+    return 0;
+}"""
+
+
+def _browser_missing() -> str:
+    if sync_playwright is None:
+        return "playwright is not installed"
+    if not CHROMIUM.exists():
+        return f"no Chromium at {CHROMIUM}"
+    return ""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _log_tail(path: Path, chars: int = 3000) -> str:
+    try:
+        return path.read_text(errors="replace")[-chars:]
+    except OSError:
+        return "(no log)"
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=15)
+
+
+class App:
+    """The running server and the browser."""
+
+    def __init__(self, url: str, browser):
+        self.url = url
+        self.browser = browser
+
+    def session(self):
+        """A fresh browser context (a new Streamlit session), loaded: returns
+        ``(context, page)``."""
+        context = self.browser.new_context(viewport=VIEWPORT)
+        page = context.new_page()
+        page.goto(self.url, timeout=LOAD_MS)
+        expect(progress(page), "the page never showed its step counter").to_contain_text(
+            STEP_TEXT, timeout=LOAD_MS)
+        return context, page
+
+
+@pytest.fixture(scope="module")
+def app():
+    missing = _browser_missing()
+    if missing:
+        if os.environ.get("CI"):
+            pytest.fail(f"{missing}: the browser tests must run in CI")
+        pytest.skip(missing)
+    port = _free_port()
+    log = Path(tempfile.mkstemp(prefix="streamlit_", suffix=".log")[1])
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    cmd = [sys.executable, "-m", "streamlit", "run", "streamlit_app.py",
+           "--server.headless", "true", "--server.address", "127.0.0.1",
+           "--server.port", str(port), "--browser.gatherUsageStats", "false",
+           "--server.fileWatcherType", "none"]
+    with open(log, "w") as out:
+        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"streamlit exited with {proc.returncode}:\n{_log_tail(log)}")
+            try:
+                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                    if r.read().decode().strip() == "ok":
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"streamlit not healthy after {START_TIMEOUT_S} s:\n"
+                            f"{_log_tail(log)}")
+            time.sleep(0.2)
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+            try:
+                yield App(url + "/", browser)
+            finally:
+                browser.close()
+    finally:
+        _stop(proc)
+        if proc.returncode not in (0, -15, None):
+            print(f"streamlit log:\n{_log_tail(log)}")
+        log.unlink(missing_ok=True)
+
+
+# ------------------------------------------------------------------ helpers
+def progress(page):
+    """The train panel's progress bar ("Step N of M")."""
+    return page.locator('[data-testid="stProgress"]').filter(has_text=STEP_TEXT)
+
+
+def steps_done(page) -> int:
+    text = progress(page).first.inner_text(timeout=STEP_MS)
+    match = STEP_TEXT.search(text)
+    assert match, f"no 'Step N of M' in the progress bar text {text!r}"
+    return int(match.group(1))
+
+
+def expect_steps(page, n: int, timeout: int = STEP_MS) -> None:
+    expect(progress(page), f"the step counter never showed 'Step {n} of'").to_contain_text(
+        re.compile(rf"Step {n} of \d+"), timeout=timeout)
+
+
+def click(page, key: str) -> None:
+    """Click the button whose widget key is ``key`` (Streamlit's ``st-key-*`` class)."""
+    page.locator(f".st-key-{key} button").click(timeout=STEP_MS)
+
+
+def press_step(page, times: int) -> int:
+    """Press Step ``times`` times, each time waiting for the counter to advance."""
+    n = steps_done(page)
+    for _ in range(times):
+        click(page, "t_step")
+        n += 1
+        expect_steps(page, n, COMPILE_MS if n == 1 else STEP_MS)
+    return n
+
+
+def set_number(page, key: str, value: int) -> None:
+    field = page.locator(f".st-key-{key} input")
+    field.fill(str(value))
+    field.press("Enter")
+    expect(field, f"the {key} number input did not take {value}").to_have_value(str(value))
+
+
+def choose_mode(page, mode: str) -> None:
+    radio = page.locator(".st-key-t_mode").get_by_role("radio", name=mode, exact=True)
+    page.locator(".st-key-t_mode").get_by_text(mode, exact=True).click()
+    expect(radio, f"the JIT mode radio did not select {mode}").to_be_checked(timeout=STEP_MS)
+    # The server has switched once the panel shows the mode's one-line lesson.
+    expect(column(page, "Train"), f"the train panel never switched to {mode}").to_contain_text(
+        JIT_MODES[mode], timeout=STEP_MS)
+    expect_steps(page, 0)  # a new mode starts a new run
+
+
+def wait_idle(page, timeout: int = STEP_MS) -> None:
+    expect(page.locator('[data-testid="stApp"]'),
+           "the script kept running").to_have_attribute(
+        "data-test-script-state", "notRunning", timeout=timeout)
+
+
+def loss_points(page) -> int:
+    return page.evaluate(_POINTS_JS, "Training loss")
+
+
+def column(page, heading: str):
+    """The page column that holds the panel headed ``heading``."""
+    return page.locator('[data-testid="stColumn"]').filter(
+        has=page.get_by_role("heading", name=heading, exact=True))
+
+
+def shoot(locator, name: str) -> Path:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / name
+    locator.screenshot(path=str(path), timeout=STEP_MS, animations="disabled")
+    return path
+
+
+# -------------------------------------------------------------------- tests
+def test_play_draws_the_loss_chart_and_pause_stops(app):
+    context, page = app.session()
+    try:
+        set_number(page, "m_epochs", 20000)  # long enough not to finish by itself
+        expect(progress(page), "Steps per Play did not reach the run").to_contain_text(
+            "Step 0 of 20000", timeout=STEP_MS)
+        click(page, "t_play")
+        try:
+            page.wait_for_function(f"({_POINTS_JS})('Training loss') >= 2",
+                                   timeout=COMPILE_MS, polling=250)
+        except PlaywrightError:
+            pytest.fail(f"after Play the loss chart has {loss_points(page)} point(s) "
+                        f"(want >= 2); progress: {progress(page).first.inner_text()!r}")
+        click(page, "t_pause")
+        expect(progress(page), "still 'training…' after Pause").not_to_contain_text(
+            "training", timeout=STEP_MS)
+        wait_idle(page)
+        before = steps_done(page)
+        assert 2 <= before < 20000, f"after Pause the counter shows {before} steps"
+        page.wait_for_timeout(2000)
+        after = steps_done(page)
+        assert after == before, f"training went on after Pause: {before} -> {after} steps"
+        assert loss_points(page) == after, "the loss chart and the counter disagree"
+    finally:
+        context.close()
+
+
+def test_jax_jit_freezes_and_nnx_jit_trains(app):
+    context, page = app.session()
+    train = column(page, "Train")
+    try:
+        choose_mode(page, "jax.jit")
+        press_step(page, 2)
+        expect(train, "jax.jit after 2 steps: no FROZEN verdict").to_contain_text(
+            "FROZEN", timeout=STEP_MS)
+        expect(train, "jax.jit after 2 steps: TRAINING shown").not_to_contain_text("TRAINING")
+
+        choose_mode(page, "nnx.jit")
+        expect(train, "a FROZEN verdict outlived the new run").not_to_contain_text("FROZEN")
+        press_step(page, 2)
+        expect(train, "nnx.jit after 2 steps: no TRAINING verdict").to_contain_text(
+            "TRAINING", timeout=STEP_MS)
+        expect(train, "nnx.jit after 2 steps: FROZEN shown").not_to_contain_text("FROZEN")
+    finally:
+        context.close()
+
+
+def test_two_sessions_have_separate_runs(app):
+    context_a, a = app.session()
+    context_b = None
+    try:
+        press_step(a, 3)
+        context_b, b = app.session()
+        assert steps_done(b) == 0, f"a new session B shows A's steps: {steps_done(b)}"
+        click(b, "t_step")
+        expect(progress(b), "B's first step did not count from 0").to_contain_text(
+            re.compile(r"Step 1 of \d+"), timeout=COMPILE_MS)
+        assert steps_done(a) == 3, "A's counter moved when B stepped"
+        click(a, "t_step")  # a rerun of A: its workspace still holds exactly 3 steps
+        expect(progress(a), "A's run was changed by B").to_contain_text(
+            re.compile(r"Step 4 of \d+"), timeout=STEP_MS)
+        assert steps_done(b) == 1, "B's counter moved when A stepped"
+    finally:
+        if context_b is not None:
+            context_b.close()
+        context_a.close()
+
+
+def test_screenshots_of_every_panel(app):
+    context, page = app.session()
+    shots = []
+    try:
+        press_step(page, 3)
+        wait_idle(page)
+        graph, train = column(page, "Graph"), column(page, "Train")
+        expect(graph.locator(".js-plotly-plot").first).to_be_visible()
+        shots.append(shoot(graph, "panel_graph.png"))
+        expect(train.locator(".st-key-t_loss .js-plotly-plot")).to_be_visible()
+        shots.append(shoot(train, "panel_train.png"))
+        shots.append(shoot(page.locator('[data-testid="stSidebar"]'), "panel_model.png"))
+
+        tabs = page.locator('[data-testid="stTabs"]')
+        for name, file, ready in (
+                ("Verdict & audit", "diagnose_audit.png", '[data-testid="stDataFrame"]'),
+                ("Parameter changes", "diagnose_changes.png", ".st-key-d_heatmap .js-plotly-plot"),
+                ("Compile vs run", "diagnose_compile.png", None),
+                ("Race", "diagnose_race.png", None)):
+            tabs.get_by_role("tab", name=name, exact=True).click()
+            panel = tabs.get_by_role("tabpanel", name=name)
+            if name == "Compile vs run":
+                click(page, "d_measure")
+                ready = ".st-key-d_timing .js-plotly-plot"
+            elif name == "Race":
+                set_number(page, "d_steps", 5)
+                wait_idle(page)
+                click(page, "d_race")
+                ready = ".st-key-d_race_chart .js-plotly-plot"
+            expect(panel.locator(ready).first, f"the {name} tab never drew").to_be_visible(
+                timeout=COMPILE_MS)
+            if name == "Race":
+                expect(panel, "the race did not find jax.jit frozen").to_contain_text(
+                    "Frozen: jax.jit", timeout=STEP_MS)
+            wait_idle(page)
+            shots.append(shoot(tabs, file))
+        shots.append(shoot(page.locator('[data-testid="stApp"]'), "app_full.png"))
+    finally:
+        context.close()
+    for path in shots:
+        assert path.exists(), f"no screenshot {path}"
+        size = path.stat().st_size
+        assert size > 10_000, f"{path.name} is only {size} bytes: a blank panel?"
