@@ -122,6 +122,11 @@ class Run:
         node_mask = jnp.arange(g.num_nodes) < n
         return (g.x, g.adj, g.edge_weight, g.y, g.train_mask, node_mask)
 
+    @property
+    def pending_retrace(self) -> str:
+        """Why the next compiled step will trace ("" when it will hit the cache)."""
+        return self._pending_cause if self.config.mode != "eager" else ""
+
     def set_graph(self, graph: Graph) -> None:
         """Train on an edited graph from now on (same feature width). When the
         step's input shapes change, the next step retraces; its record says why."""

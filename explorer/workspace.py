@@ -260,7 +260,7 @@ class Workspace:
             return
         run.set_graph(graph)
         self.compile_info = None
-        pending = run._pending_cause
+        pending = run.pending_retrace
         self.notice = (f"{what}: the run continues on the edited graph" +
                        (f"; the next step retraces ({pending})." if pending else "."))
 
@@ -385,7 +385,7 @@ class Workspace:
         last = next((r for r in reversed(run.history) if r.traced), None)
         return {"traces": run.trace_count, "last_cause": last.trace_cause if last else "",
                 "last_step": last.step if last else None,
-                "pending": run._pending_cause if run.history else ""}
+                "pending": run.pending_retrace if run.history else ""}
 
     def measure_compile(self) -> dict | None:
         """Trace + lower and XLA compile times of the current step (the AOT API
