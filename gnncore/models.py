@@ -1,5 +1,6 @@
 """Model stacks: layers of (possibly different) convs, norms, activations,
-dropout, residuals and an optional linear head, for node classification.
+dropout, residuals and an optional linear head, for node classification — or,
+with a pooled readout (``pool=``), for graph classification.
 
 ``GNN`` takes a list of :class:`ConvSpec` — one per layer — so the explorer can
 let a user pick each layer's type. ``GCN``, ``GAT``, ``GraphSAGE`` and ``GIN``
@@ -19,6 +20,7 @@ from flax import nnx
 from gnncore.conv import GATConv, GCNConv, GINConv, SAGEConv
 from gnncore.inits import linear
 from gnncore.norm import BatchNorm
+from gnncore.segment import segment_reduce
 from gnncore.sparse import as_dense
 
 __all__ = ["ACTIVATIONS", "CONV_TYPES", "ConvSpec", "GAT", "GCN", "GIN", "GNN",
@@ -91,30 +93,39 @@ class GNN(nnx.Module):
         batch_norm: :class:`BatchNorm` after each hidden conv.
         residual: add the block's input when its width is unchanged.
         head: end with ``nnx.Linear(last_width, out_features)``.
+        pool: ``"mean"``, ``"sum"``, ``"max"`` or ``"min"``: a graph-level model.
+            The node embeddings of each graph are pooled (over ``batch``, with
+            ``num_graphs`` graphs) before the head; needs ``head=True``.
         rngs: ``nnx.Rngs`` with ``params`` (and ``dropout`` when ``dropout > 0``).
 
     Call ``model(x, edge_index, edge_weight=None, edge_attr=None)``;
     ``node_mask`` ([N] bool) keeps padding nodes out of BatchNorm statistics; with
     ``return_hidden=True`` it returns ``(logits, [h_1, ..., h_L])``, the output
-    of every block (used to colour nodes by embedding).
+    of every block (used to colour nodes by embedding). A graph-level model
+    (``pool``) takes ``batch`` ([N] graph id per node) and the static
+    ``num_graphs`` and returns ``[num_graphs, out_features]``.
     """
 
     def __init__(self, in_features: int, convs: Sequence[ConvSpec], *,
                  out_features: int | None = None, activation: str = "relu",
                  dropout: float = 0.0, batch_norm: bool = False, residual: bool = False,
-                 head: bool = False, rngs: nnx.Rngs):
+                 head: bool = False, pool: str | None = None, rngs: nnx.Rngs):
         convs = list(convs)
         if not convs:
             raise ValueError("a GNN needs at least one conv layer")
         if activation not in ACTIVATIONS:
             raise ValueError(f"unknown activation {activation!r}; choose one of "
                              f"{sorted(ACTIVATIONS)}")
+        if pool is not None and (pool not in POOLS or not head):
+            raise ValueError(f"pool must be one of {POOLS} and needs head=True; got "
+                             f"pool={pool!r}, head={head}")
         if head and out_features is None:
             raise ValueError("head=True needs out_features (the number of classes)")
         if not head and out_features is not None and convs[-1].out_features != out_features:
             raise ValueError(f"the last conv outputs {convs[-1].out_features} features but "
                              f"out_features={out_features}")
         self.activation, self.residual, self.has_head = activation, residual, head
+        self.pool = pool
         self.num_hidden = len(convs) if head else len(convs) - 1
         layers, norms, widths = [], [], [in_features]
         for i, spec in enumerate(convs):
@@ -139,7 +150,8 @@ class GNN(nnx.Module):
         return conv(x, edge_index)
 
     def __call__(self, x, edge_index, edge_weight=None, edge_attr=None, *,
-                 node_mask=None, return_hidden: bool = False):
+                 node_mask=None, batch=None, num_graphs: int | None = None,
+                 return_hidden: bool = False):
         act = ACTIVATIONS[self.activation]
         hidden = []
         for i in range(len(self.convs)):
@@ -154,9 +166,31 @@ class GNN(nnx.Module):
                     h = self.dropout(h)
             hidden.append(h)
             x = h
+        if self.pool is not None:
+            x = _readout(x, self.pool, batch, num_graphs, node_mask)
         if self.head is not None:
             x = self.head(x)
         return (x, hidden) if return_hidden else x
+
+
+POOLS = ("mean", "sum", "max", "min")
+
+
+def _readout(x, pool, batch, num_graphs, node_mask):
+    """Pool node rows per graph: ``[num_graphs, F]`` (one graph when ``batch``
+    is None; then ``node_mask`` keeps padding nodes out)."""
+    if batch is None:
+        batch = jnp.zeros(x.shape[0], jnp.int32)
+        if node_mask is not None:  # padding nodes go to a second, dropped segment
+            batch = jnp.where(node_mask, 0, 1)
+            return segment_reduce(x, batch, 2, pool)[:1]
+        num_graphs = 1
+    if num_graphs is None:
+        if isinstance(batch, jax.core.Tracer):
+            raise ValueError("num_graphs: a graph-level model under a trace needs the "
+                             "static number of graphs (e.g. Batch.num_graphs)")
+        num_graphs = int(jnp.max(batch)) + 1
+    return segment_reduce(x, batch, int(num_graphs), pool)
 
 
 def _uniform(kind, in_features, hidden_features, out_features, num_layers, head,
