@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from explorer.sources import FEATURES, PRESETS
+from explorer.sources import FEATURES, GRAPH_FEATURES, GRAPH_TASKS, PRESETS
 from gnncore import ACTIVATIONS, CONV_TYPES
 
 __all__ = ["JIT_MODES", "LayerConfig", "OPTIMIZERS", "RunConfig"]
@@ -47,7 +47,9 @@ class RunConfig:
     """Everything that determines a run (same config + seed → same losses).
 
     Arguments:
-        graph: a preset name (``karate`` by default; see ``explorer.sources.PRESETS``).
+        graph: a preset name (``karate`` by default; see ``explorer.sources.PRESETS``)
+            or a graph-classification dataset (``explorer.sources.GRAPH_TASKS``:
+            then every graph is classified, with a pooled readout and a head).
         difficulty: 0 (easy) to 1, for the synthetic presets.
         features: node features, one of ``explorer.sources.FEATURES``.
         layers: the conv stack; the last layer's width is replaced by the number
@@ -61,6 +63,7 @@ class RunConfig:
         train_per_class: labelled training nodes per class.
         bucket_padding: pad nodes and edges up to power-of-two buckets, so that
             editing the graph within a bucket does not recompile.
+        pool: the readout of graph-classification datasets (mean/sum/max/min).
     """
 
     graph: str = "karate"
@@ -80,11 +83,23 @@ class RunConfig:
     epochs: int = 100
     train_per_class: int = 4
     bucket_padding: bool = False
+    pool: str = "mean"
+
+    @property
+    def task(self) -> str:
+        """``node`` or ``graph`` classification."""
+        return "graph" if self.graph in GRAPH_TASKS else "node"
 
     def __post_init__(self):
-        _check(self.graph in PRESETS, "graph", f"choose one of {sorted(PRESETS)}")
+        _check(self.graph in PRESETS or self.graph in GRAPH_TASKS, "graph",
+               f"choose one of {sorted(PRESETS)} or a dataset {sorted(GRAPH_TASKS)}")
         _check(0.0 <= self.difficulty <= 1.0, "difficulty", "must be in [0, 1]")
         _check(self.features in FEATURES, "features", f"choose one of {FEATURES}")
+        if self.task == "graph":
+            _check(self.features in GRAPH_FEATURES, "features",
+                   f"a graph-classification dataset needs one of {GRAPH_FEATURES}")
+        _check(self.pool in ("mean", "sum", "max", "min"), "pool",
+               "choose one of ('mean', 'sum', 'max', 'min')")
         _check(len(self.layers) >= 1, "layers", "needs at least one layer")
         for i, layer in enumerate(self.layers):
             _check(isinstance(layer, LayerConfig), f"layers[{i}]", "must be a LayerConfig")

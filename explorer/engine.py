@@ -19,8 +19,9 @@ from flax import nnx
 
 from explorer.audit import AuditReport, VariableChange, compare_snapshots, snapshot, verdict
 from explorer.config import JIT_MODES, RunConfig
-from explorer.sources import load_graph
+from explorer.sources import GRAPH_TASKS, load_graph, load_graph_dataset, split_graphs
 from gnncore import GNN, ConvSpec, Graph, bucket_size
+from gnncore.batch import Batch
 
 __all__ = ["Run", "StepRecord", "TrainingStopped", "build_model", "build_optimizer"]
 
@@ -51,9 +52,13 @@ class StepRecord:
 
 
 def build_model(config: RunConfig, in_features: int, num_classes: int) -> GNN:
-    """The ``gnncore.GNN`` a config describes (last layer = classes unless head)."""
+    """The ``gnncore.GNN`` a config describes: for node tasks the last layer
+    outputs the classes unless ``head``; a graph-classification dataset gets
+    every conv as a hidden block, a ``config.pool`` readout and a linear head."""
     specs = [ConvSpec(la.kind, la.width, dict(la.options)) for la in config.layers]
-    if not config.head:
+    graph_task = config.graph in GRAPH_TASKS
+    head = config.head or graph_task
+    if not head:
         last = specs[-1]
         options = dict(last.options)
         if last.kind == "gat":
@@ -62,7 +67,8 @@ def build_model(config: RunConfig, in_features: int, num_classes: int) -> GNN:
     rngs = nnx.Rngs(params=config.seed, dropout=config.seed + 1)
     return GNN(in_features, specs, out_features=num_classes, activation=config.activation,
                dropout=config.dropout, batch_norm=config.batch_norm,
-               residual=config.residual, head=config.head, rngs=rngs)
+               residual=config.residual, head=head,
+               pool=config.pool if graph_task else None, rngs=rngs)
 
 
 def build_optimizer(config: RunConfig, model: GNN) -> nnx.Optimizer:
@@ -94,11 +100,22 @@ class Run:
 
     def __init__(self, config: RunConfig, graph: Graph | None = None):
         self.config = config
-        self.graph = graph if graph is not None else load_graph(
-            config.graph, features=config.features, seed=config.seed,
-            train_per_class=config.train_per_class, difficulty=config.difficulty)
-        g = self.graph
-        self.model = build_model(config, g.num_features, max(g.num_classes(), 2))
+        #: "node" (classify the nodes of one graph) or "graph" (classify whole
+        #: graphs of a dataset, trained as one padded batch with a pooled head)
+        self.task = "graph" if config.graph in GRAPH_TASKS else "node"
+        if self.task == "graph":
+            if graph is not None:
+                raise ValueError(f"{config.graph!r} is a graph-classification dataset: "
+                                 "it takes no graph")
+            g = self._load_dataset(config)
+            classes = max(int(self.labels.max()) + 1, 2)
+        else:
+            self.graph = graph if graph is not None else load_graph(
+                config.graph, features=config.features, seed=config.seed,
+                train_per_class=config.train_per_class, difficulty=config.difficulty)
+            g = self.graph
+            classes = max(g.num_classes(), 2)
+        self.model = build_model(config, g.num_features, classes)
         self.optimizer = build_optimizer(config, self.model)
         self.model.train()
         self.trace_count = 0
@@ -106,14 +123,31 @@ class Run:
         self._pending_cause = "first call"
         #: per step, how every variable changed (the parameter-change heatmap)
         self.changes: list[list[VariableChange]] = []
-        self._batch = self._make_batch(g)
+        self._batch = self._make_batch(g) if self.task == "node" else self._graph_batch()
         self._state = None  # the functional mode's threaded state
         self._step = self._make_step(config.mode)
-        self._eval = jax.jit(self._eval_fn)  # pure eval-mode forward: jax.jit is safe
+        # pure eval-mode forward: plain jax.jit is safe (it mutates nothing)
+        self._eval = jax.jit(lambda model, batch: self._forward(model, batch))
         self._hidden = None  # compiled on first use (embeddings)
         self._initial = self._last = snapshot(self.model, self.optimizer)
 
     # ---------------------------------------------------------------- graph
+    def _load_dataset(self, config: RunConfig) -> Graph:
+        graphs, labels = load_graph_dataset(config.graph, features=config.features,
+                                            seed=config.seed)
+        self.graphs, self.labels = graphs, labels
+        self.split = split_graphs(len(graphs), config.seed)
+        self.batch_data = Batch.from_graphs(graphs, labels)
+        self.num_graphs = self.batch_data.num_graphs  # static: the pooling's segment count
+        self.graph = self.batch_data.graph
+        return self.graph
+
+    def _graph_batch(self):
+        b = self.batch_data
+        train = np.zeros(b.num_graphs, bool)
+        train[: len(self.graphs)] = self.split[0]
+        return (b.x, b.adj, b.edge_weight, b.y, jnp.asarray(train), b.node_mask, b.batch)
+
     def _make_batch(self, g: Graph):
         """The step's graph arrays; padded to buckets when the config asks."""
         n = g.num_nodes
@@ -121,6 +155,13 @@ class Run:
             g = g.pad_to(bucket_size(n + 1), bucket_size(g.num_edges))
         node_mask = jnp.arange(g.num_nodes) < n
         return (g.x, g.adj, g.edge_weight, g.y, g.train_mask, node_mask)
+
+    def _forward(self, model, batch, **kwargs):
+        """Logits for the task's targets: nodes, or the graph slots of the batch."""
+        x, adj, edge_weight, _, _, node_mask = batch[:6]
+        if self.task == "graph":
+            kwargs.update(batch=batch[6], num_graphs=self.num_graphs)
+        return model(x, adj, edge_weight, node_mask=node_mask, **kwargs)
 
     @property
     def pending_retrace(self) -> str:
@@ -130,6 +171,8 @@ class Run:
     def set_graph(self, graph: Graph) -> None:
         """Train on an edited graph from now on (same feature width). When the
         step's input shapes change, the next step retraces; its record says why."""
+        if self.task == "graph":
+            raise ValueError("a graph-classification dataset cannot be edited")
         if graph.num_features != self.graph.num_features:
             raise ValueError(f"the new graph has {graph.num_features} features per node but "
                              f"the model takes {self.graph.num_features}: start a new run")
@@ -146,11 +189,10 @@ class Run:
     # ---------------------------------------------------------------- modes
     def _train_step(self, model, optimizer, batch):
         self.trace_count += 1  # a Python side effect: runs once per trace
-        x, adj, edge_weight, y, mask, node_mask = batch
+        y, mask = batch[3], batch[4]
 
         def loss_fn(m):
-            logits = m(x, adj, edge_weight, node_mask=node_mask)
-            return masked_cross_entropy(logits, y, mask)
+            return masked_cross_entropy(self._forward(m, batch), y, mask)
 
         loss, grads = nnx.value_and_grad(loss_fn)(model)
         optimizer.update(model, grads)
@@ -295,46 +337,46 @@ class Run:
         return [self.step() for _ in range(steps or self.config.epochs)]
 
     # ------------------------------------------------------------ evaluation
-    @staticmethod
-    def _eval_fn(model, batch):
-        # The module goes straight into plain jax.jit: safe here, because an
-        # eval-mode forward mutates nothing (no update, no RNG draw, no stats).
-        x, adj, edge_weight, _, _, node_mask = batch
-        return model(x, adj, edge_weight, node_mask=node_mask)
-
     def embeddings(self) -> list[np.ndarray]:
         """Eval-mode output of every layer block, ``[N, width]`` each (host
         arrays for the real nodes): what the UI colours nodes by."""
         if self._hidden is None:
             self._hidden = jax.jit(
-                lambda m, b: m(b[0], b[1], b[2], node_mask=b[5], return_hidden=True)[1])
+                lambda m, b: self._forward(m, b, return_hidden=True)[1])
         self.sync()
         self.model.eval()
         try:
             hidden = self._hidden(self.model, self._batch)
         finally:
             self.model.train()
-        return [np.asarray(h)[: self.graph.num_nodes] for h in hidden]
+        real = self.graph.num_nodes if self.task == "node" else int(
+            np.sum(np.asarray(self.batch_data.node_mask)))
+        return [np.asarray(h)[:real] for h in hidden]
 
     def predictions(self):
         """Eval-mode class predictions for every node."""
         return jnp.argmax(self.logits(), axis=-1)
 
     def logits(self):
-        """Eval-mode logits for every (real) node."""
+        """Eval-mode logits for every (real) node, or every graph of a dataset."""
         self.sync()
         self.model.eval()
+        real = self.graph.num_nodes if self.task == "node" else len(self.graphs)
         try:
-            return self._eval(self.model, self._batch)[: self.graph.num_nodes]
+            return self._eval(self.model, self._batch)[:real]
         finally:
             self.model.train()
 
     def accuracies(self) -> dict[str, float]:
         pred = self.predictions()
-        g = self.graph
+        if self.task == "graph":
+            y, masks = jnp.asarray(self.labels), [jnp.asarray(m) for m in self.split]
+        else:
+            g = self.graph
+            y, masks = g.y, (g.train_mask, g.val_mask, g.test_mask)
         out = {}
-        for name, mask in (("train", g.train_mask), ("val", g.val_mask), ("test", g.test_mask)):
-            hits = jnp.sum((pred == g.y) & mask)
+        for name, mask in zip(("train", "val", "test"), masks):
+            hits = jnp.sum((pred == y) & mask)
             out[name] = float(hits / jnp.maximum(jnp.sum(mask), 1))
         return out
 

@@ -16,7 +16,8 @@ import numpy as np
 
 from gnncore import Graph, from_networkx
 
-__all__ = ["FEATURES", "PRESETS", "Preset", "build_features", "graph_classification_dataset",
+__all__ = ["FEATURES", "GRAPH_FEATURES", "GRAPH_TASKS", "PRESETS", "Preset", "build_features",
+           "graph_classification_dataset", "load_graph_dataset", "split_graphs",
            "load_graph", "preset_graph", "split_per_class"]
 
 
@@ -267,3 +268,37 @@ def graph_classification_dataset(name: str, num_graphs: int = 100, *, seed: int 
         out.append((Graph.from_arrays(g.edge_index, np.ones((g.num_nodes, 1), np.float32)),
                     int(label)))
     return out
+
+
+#: node features that mean the same thing in every graph of a dataset
+#: (``one_hot`` node ids do not: their width is the graph's size)
+GRAPH_FEATURES = ("degree_one_hot", "degree", "constant", "gaussian", "laplacian")
+
+
+def load_graph_dataset(name: str, *, features: str = "degree_one_hot", seed: int = 0,
+                       num_graphs: int = 120):
+    """A graph-classification task as ``(graphs, labels)``: each graph gets the
+    node ``features`` (one of :data:`GRAPH_FEATURES`)."""
+    from gnncore import to_networkx
+
+    if features not in GRAPH_FEATURES:
+        raise ValueError(f"features {features!r} cannot be used across graphs of different "
+                         f"sizes; choose one of {GRAPH_FEATURES}")
+    graphs, labels = [], []
+    for i, (g, label) in enumerate(graph_classification_dataset(name, num_graphs, seed=seed)):
+        x = build_features(to_networkx(g, undirected=True), features, seed=seed + i)
+        graphs.append(Graph.from_arrays(g.edge_index, x, num_nodes=g.num_nodes))
+        labels.append(label)
+    return graphs, np.asarray(labels, np.int32)
+
+
+def split_graphs(num_graphs: int, seed: int, fractions=(0.6, 0.2, 0.2)):
+    """Seeded train/val/test masks over ``num_graphs`` graphs."""
+    order = np.random.default_rng(seed).permutation(num_graphs)
+    n_train = int(round(fractions[0] * num_graphs))
+    n_val = int(round(fractions[1] * num_graphs))
+    masks = [np.zeros(num_graphs, bool) for _ in range(3)]
+    masks[0][order[:n_train]] = True
+    masks[1][order[n_train:n_train + n_val]] = True
+    masks[2][order[n_train + n_val:]] = True
+    return tuple(masks)

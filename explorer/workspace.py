@@ -27,6 +27,7 @@ from explorer.drawing import LAYOUTS, Drawing, History, from_preset
 from explorer.engine import Run, StepRecord, TrainingStopped
 from explorer.graphio import load_graph_file
 from explorer.race import RaceEntry, race
+from explorer.sources import GRAPH_FEATURES, GRAPH_TASKS
 from gnncore import Graph
 
 __all__ = ["TICK_BUDGET_S", "GraphStats", "Workspace"]
@@ -69,10 +70,18 @@ class Workspace:
         self.source = ""
         self.file_features: dict[str, np.ndarray] | None = None
         self.use_file_features = False
+        self.sample = 0  # the dataset graph on show (graph-classification datasets)
         self.race_result: list[RaceEntry] | None = None
         self.compile_info: dict | None = None
         self._graph_key = None
         self._graph: Graph | None = None
+        if self.task == "graph":
+            self.history = History(Drawing())
+            self.source = f"dataset: {self.config.graph}"
+            self.reset()
+            if self.run is not None:
+                self.show_sample(0)
+            return
         drawing = from_preset(self.config.graph, seed=self.config.seed,
                               difficulty=self.config.difficulty)
         self.history = History(drawing)
@@ -85,8 +94,16 @@ class Workspace:
         return self.history.current
 
     @property
+    def task(self) -> str:
+        """``node`` (the drawing's nodes) or ``graph`` (a dataset of graphs)."""
+        return self.config.task
+
+    @property
     def graph(self) -> Graph | None:
-        """The drawing as a training-ready graph (``None`` when it has no nodes)."""
+        """The drawing as a training-ready graph (``None`` when it has no nodes,
+        and for a graph-classification dataset, which is not drawn as one)."""
+        if self.task == "graph":
+            return None
         cfg = self.config
         key = (self.drawing, cfg.features, cfg.seed, cfg.train_per_class,
                self.use_file_features, id(self.file_features))
@@ -117,7 +134,12 @@ class Workspace:
                           labelled=len(labels))
 
     def splits(self) -> list[str]:
-        """Per node: ``train``, ``val``, ``test`` or ``none``."""
+        """Per node: ``train``, ``val``, ``test`` or ``none`` (for a dataset: the
+        split of the graph on show, for each of its nodes)."""
+        if self.task == "graph":
+            if self.run is None:
+                return []
+            return [self.graph_split(self.sample)] * self.drawing.num_nodes
         g = self.graph
         if g is None:
             return []
@@ -127,9 +149,19 @@ class Workspace:
         return list(out)
 
     def load_preset(self, name: str, *, difficulty: float | None = None) -> None:
-        """Replace the graph with a preset (``ValueError`` for a bad name or
-        difficulty; the current graph stays)."""
+        """Replace the graph with a preset, or switch to a graph-classification
+        dataset (``ValueError`` for a bad name or difficulty; the current graph
+        stays)."""
         difficulty = self.config.difficulty if difficulty is None else float(difficulty)
+        if name in GRAPH_TASKS:
+            features = (self.config.features if self.config.features in GRAPH_FEATURES
+                        else "degree_one_hot")
+            config = self.config.replace(graph=name, difficulty=0.0, features=features)
+            self._replace_graph(Drawing(), f"dataset: {name}", None, config)
+            self.show_sample(0)
+            self.notice = (f"Loaded the {name} dataset: {len(self.run.graphs)} graphs, one "
+                           "label each.")
+            return
         config = self.config.replace(graph=name, difficulty=difficulty)  # validates
         drawing = from_preset(name, seed=config.seed, difficulty=difficulty)
         self._replace_graph(drawing, f"preset: {name}", None, config)
@@ -165,11 +197,48 @@ class Workspace:
             vars(self).update(saved)  # the previous graph and run, untouched
             raise
 
+    # ------------------------------------------------------ graph datasets
+    def show_sample(self, index: int) -> None:
+        """Show graph ``index`` of the dataset in the drawing (not editable)."""
+        if self.task != "graph" or self.run is None:
+            raise ValueError("only a graph-classification dataset has graphs to show")
+        graphs = self.run.graphs
+        index = int(np.clip(index, 0, len(graphs) - 1))
+        g = graphs[index]
+        ei = np.asarray(g.edge_index)
+        keep = ei[0] < ei[1]  # each undirected edge once
+        label = int(self.run.labels[index])
+        drawing = Drawing(names=tuple(str(i) for i in range(g.num_nodes)),
+                          labels=(label,) * g.num_nodes, positions=(None,) * g.num_nodes,
+                          edges=tuple(map(tuple, ei[:, keep].T.tolist())))
+        self.sample = index
+        self.history = History(drawing.layout("kamada_kawai"))
+        self.revision += 1
+
+    def graph_split(self, index: int) -> str:
+        for name, mask in zip(("train", "val", "test"), self.run.split):
+            if mask[index]:
+                return name
+        return "none"
+
+    def graph_table(self) -> list[dict]:
+        """One row per graph of the dataset: size, label, prediction, split."""
+        if self.task != "graph" or self.run is None:
+            return []
+        pred = np.asarray(self.run.predictions())
+        return [{"graph": i, "nodes": g.num_nodes, "edges": g.num_edges // 2,
+                 "label": int(self.run.labels[i]), "predicted": int(pred[i]),
+                 "correct": bool(pred[i] == self.run.labels[i]), "split": self.graph_split(i)}
+                for i, g in enumerate(self.run.graphs)]
+
     # -------------------------------------------------------------- editing
     def edit(self, drawing: Drawing, what: str) -> None:
         """Make ``drawing`` the current graph (undoable) and carry the run over:
         same feature width and classes → the run continues on the new graph
         (retracing if its shapes changed); otherwise a new run starts."""
+        if self.task == "graph":
+            raise ValueError("a graph-classification dataset is not edited: load a preset "
+                             "graph to draw")
         if drawing == self.drawing:
             return
         self.history.push(drawing)
@@ -290,6 +359,9 @@ class Workspace:
         self.race_result = None
         self.run = None
         try:
+            if self.task == "graph":
+                self.run = Run(self.config)
+                return
             graph = self.graph
             if graph is not None:
                 self.run = Run(self.config, graph)
@@ -400,7 +472,7 @@ class Workspace:
     def start_race(self, steps: int,
                    progress: Callable[[str, int, int], None] | None = None) -> list[RaceEntry]:
         """Every mode from the same initial weights on the current graph."""
-        if self.graph is None:
+        if self.graph is None and self.task == "node":
             raise ValueError("the graph is empty: nothing to race on")
         self.playing = False
         self.race_result = race(self.config, self.graph, steps=steps, progress=progress)

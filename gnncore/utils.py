@@ -3,11 +3,19 @@ input shapes, never on values (no ``remove``-style filtering of edges).
 
 Where PyG drops edges (e.g. existing self-loops before adding new ones), we keep
 the edge and give it weight 0 or mask it, so the edge count stays static.
+
+The exceptions are :func:`coalesce` and :func:`to_undirected`, whose output size
+depends on the data: they run eagerly only (on the host, before ``jit``) and
+raise ``ValueError`` when traced.
 """
 
 from __future__ import annotations
 
+import operator
+
+import jax
 import jax.numpy as jnp
+import numpy as np
 
 from gnncore.segment import segment_sum
 
@@ -15,9 +23,11 @@ __all__ = [
     "add_remaining_self_loops",
     "as_edge_index",
     "add_self_loops",
+    "coalesce",
     "degree",
     "gcn_norm",
     "is_self_loop",
+    "to_undirected",
 ]
 
 
@@ -111,3 +121,117 @@ def gcn_norm(edge_index, num_nodes: int, *, edge_weight=None, improved=False,
     safe = jnp.where(deg > 0, deg, 1.0)
     deg_inv_sqrt = jnp.where(deg > 0, 1.0 / jnp.sqrt(safe), 0.0)
     return edge_index, deg_inv_sqrt[src] * edge_weight * deg_inv_sqrt[dst]
+
+
+# ------------------------------------------------------------ static graph count
+def _is_traced(*arrays) -> bool:
+    return any(isinstance(a, jax.core.Tracer) for a in arrays)
+
+
+def _static_num_graphs(batch, num_graphs, *, mask=None, arg: str = "num_graphs") -> int:
+    """The number of graphs as a Python ``int`` (shared by norms and pools).
+
+    ``num_graphs`` wins when given (it must be static). ``batch=None`` means one
+    graph. Otherwise it is ``max(batch) + 1`` over the unmasked nodes, which can
+    only be read eagerly: under a trace this raises ``ValueError`` naming ``arg``.
+    """
+    if num_graphs is not None:
+        try:
+            return operator.index(num_graphs)
+        except TypeError as err:  # a tracer, a float ...
+            raise ValueError(
+                f"{arg} must be a static Python int (the number of graphs); got "
+                f"{type(num_graphs).__name__}") from err
+    if batch is None:
+        return 1
+    if _is_traced(batch, mask):
+        raise ValueError(
+            f"the number of graphs cannot be read from a traced batch vector: pass "
+            f"{arg}=<number of graphs> (a Python int) when calling this under "
+            f"jax.jit / nnx.jit")
+    ids = np.asarray(batch)
+    if mask is not None:
+        ids = ids[np.asarray(mask, dtype=bool)]
+    return int(ids.max()) + 1 if ids.size else 1
+
+
+# ------------------------------------------------------------ eager-only helpers
+def _require_eager(name: str, *arrays) -> None:
+    if _is_traced(*arrays):
+        raise ValueError(
+            f"{name} is eager-only: the number of edges it returns depends on the "
+            f"edge values, which a traced (jit) function cannot have. Call it once on "
+            f"the host before jit (e.g. before Graph.from_arrays); inside jit keep the "
+            f"duplicate edges (segment sums already add them up) or mask edges instead.")
+
+
+_REDUCE = {
+    "sum": np.add, "add": np.add, "max": np.maximum, "min": np.minimum, "mean": np.add,
+    "mul": np.multiply,
+}
+
+
+def coalesce(edge_index, edge_weight=None, num_nodes: int | None = None,
+             reduce: str = "sum"):
+    """Sort edges by (source, target) and merge duplicates (eager only).
+
+    Duplicate edges' weights are combined with ``reduce`` (``"sum"``/``"add"``,
+    ``"mean"``, ``"max"``, ``"min"``, ``"mul"``); ``edge_weight`` may be ``[E]``
+    or ``[E, D]`` (edge features). ``num_nodes`` defaults to
+    ``max(edge_index) + 1`` and is only used to check the range. Returns
+    ``(edge_index, edge_weight)`` as JAX arrays, ``edge_weight`` ``None`` if it
+    was given as ``None`` (gnncore's convention; PyG returns the bare
+    ``edge_index`` then). The output size depends on the data, so under
+    ``jax.jit`` this raises ``ValueError``: run it on the host first.
+    """
+    _require_eager("coalesce", as_edge_index(edge_index), edge_weight)
+    if reduce not in _REDUCE:
+        raise ValueError(f"unknown reduce {reduce!r}; choose one of {sorted(_REDUCE)}")
+    ei = np.asarray(as_edge_index(edge_index))
+    if ei.ndim != 2 or ei.shape[0] != 2:
+        raise ValueError(f"edge_index must have shape [2, E]; got {ei.shape}")
+    num_edges = ei.shape[1]
+    w = None if edge_weight is None else np.asarray(edge_weight)
+    if w is not None and w.shape[:1] != (num_edges,):
+        raise ValueError(f"edge_weight must have {num_edges} rows; got shape {w.shape}")
+    if num_nodes is None:
+        num_nodes = int(ei.max()) + 1 if num_edges else 0
+    if num_edges and (ei.min() < 0 or ei.max() >= num_nodes):
+        raise ValueError(f"edge_index has node ids outside [0, {num_nodes})")
+    key = ei[0].astype(np.int64) * max(int(num_nodes), 1) + ei[1].astype(np.int64)
+    order = np.argsort(key, kind="stable")
+    key = key[order]
+    first = np.ones(num_edges, dtype=bool)
+    first[1:] = key[1:] != key[:-1]
+    starts = np.flatnonzero(first)
+    out_index = jnp.asarray(ei[:, order][:, starts])
+    if w is None:
+        return out_index, None
+    sw = w[order]
+    out_w = _REDUCE[reduce].reduceat(sw, starts, axis=0) if num_edges else sw
+    if reduce == "mean" and num_edges:
+        counts = np.diff(np.append(starts, num_edges))
+        out_w = out_w / counts.reshape((-1,) + (1,) * (sw.ndim - 1))
+    return out_index, jnp.asarray(out_w.astype(w.dtype))
+
+
+def to_undirected(edge_index, edge_weight=None, num_nodes: int | None = None, *,
+                  reduce: str = "sum"):
+    """Add the reverse of every edge, then :func:`coalesce` (eager only).
+
+    As in PyG, the weights of ``(i, j)`` and ``(j, i)`` are combined with
+    ``reduce``, so both directions end up with the same weight; a self-loop
+    meets itself, so with ``"sum"`` its weight doubles. Returns
+    ``(edge_index, edge_weight)`` (``edge_weight`` ``None`` if not given). Raises
+    ``ValueError`` under ``jax.jit``: the edge count depends on the data.
+    """
+    _require_eager("to_undirected", as_edge_index(edge_index), edge_weight)
+    ei = np.asarray(as_edge_index(edge_index))
+    if ei.ndim != 2 or ei.shape[0] != 2:
+        raise ValueError(f"edge_index must have shape [2, E]; got {ei.shape}")
+    both = np.concatenate([ei, ei[::-1]], axis=1)
+    w = None
+    if edge_weight is not None:
+        w = np.asarray(edge_weight)
+        w = np.concatenate([w, w], axis=0)
+    return coalesce(both, w, num_nodes, reduce=reduce)

@@ -3,12 +3,13 @@ select), editing tools, colouring and the edge table."""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
 from explorer import plots
 from explorer.graphio import FORMATS, GraphFileError
-from explorer.sources import PRESETS
+from explorer.sources import GRAPH_TASKS, PRESETS
 from explorer.ui.common import attempt, set_error, show_error
 from explorer.workspace import Workspace
 
@@ -20,9 +21,20 @@ _S = st.session_state
 
 
 # ------------------------------------------------------------------ source
+SOURCES = list(PRESETS) + list(GRAPH_TASKS)
+
+
+def _describe(name: str) -> str:
+    if name in GRAPH_TASKS:
+        return (f"Graph classification: 120 small graphs, one label each — "
+                f"{GRAPH_TASKS[name][0]}. Pooled readout + linear head.")
+    return PRESETS[name].description
+
+
 def _load_preset(ws: Workspace) -> None:
     name = _S.g_preset
-    difficulty = float(_S.get("g_difficulty", 0.0)) if PRESETS[name].synthetic else 0.0
+    synthetic = name in PRESETS and PRESETS[name].synthetic
+    difficulty = float(_S.get("g_difficulty", 0.0)) if synthetic else 0.0
     if attempt("graph", lambda: ws.load_preset(name, difficulty=difficulty)):
         set_error("upload", "")
 
@@ -32,13 +44,14 @@ def _source(ws: Workspace) -> None:
         _S.g_preset = ws.config.graph
         _S.g_difficulty = ws.config.difficulty
     cols = st.columns([3, 1], vertical_alignment="bottom")
-    cols[0].selectbox("Preset graph", list(PRESETS), key="g_preset", on_change=_load_preset,
-                      args=(ws,), format_func=lambda n: n.replace("_", " "))
+    cols[0].selectbox("Preset graph or dataset", SOURCES, key="g_preset",
+                      on_change=_load_preset, args=(ws,),
+                      format_func=lambda n: ("dataset: " if n in GRAPH_TASKS else "")
+                      + n.replace("_", " "))
     cols[1].button("Reload", key="g_reload", on_click=_load_preset, args=(ws,),
                    help="Load the preset again (drops your edits)")
-    preset = PRESETS[_S.g_preset]
-    st.caption(preset.description)
-    if preset.synthetic:
+    st.caption(_describe(_S.g_preset))
+    if _S.g_preset in PRESETS and PRESETS[_S.g_preset].synthetic:
         st.slider("Difficulty", 0.0, 1.0, step=0.05, key="g_difficulty",
                   on_change=_load_preset, args=(ws,),
                   help="0 = classes are easy to separate from the structure; 1 = hard.")
@@ -88,6 +101,16 @@ def _selected(ws: Workspace) -> list[int]:
 
 def _colours(ws: Workspace, by: str, layer: int) -> tuple[list[str], list[int] | None]:
     d, run = ws.drawing, ws.run
+    if ws.task == "graph" and run is not None:
+        if by == "prediction":
+            pred = [int(run.predictions()[ws.sample])] * d.num_nodes
+            return plots.label_colours(pred), pred
+        if by == "embedding":
+            hidden = run.embeddings()[min(layer, len(run.embeddings()) - 1)]
+            ptr = run.batch_data.ptr
+            rows = hidden[int(ptr[ws.sample]):int(ptr[ws.sample + 1])]
+            return plots.embedding_colours(rows), None
+        return plots.label_colours(d.labels), None
     if by == "prediction" and run is not None:
         pred = [int(p) for p in run.predictions()]
         return plots.label_colours(pred), pred
@@ -119,7 +142,8 @@ def _drawing(ws: Workspace) -> None:
                     config={"displaylogo": False})
     st.caption("Click a node to select it (shift-click or lasso for more). Symbols: "
                "■ train · ◆ val · ● test · ○ in no split.")
-    _tools(ws, selected)
+    if ws.task == "node":
+        _tools(ws, selected)
 
 
 def _tools(ws: Workspace, selected: list[int]) -> None:
@@ -185,18 +209,59 @@ def _edge_table(ws: Workspace) -> None:
                "follow. Rows missing an end are ignored.")
 
 
+def _dataset(ws: Workspace) -> None:
+    table = ws.graph_table()
+    run = ws.run
+    cols = st.columns(4)
+    cols[0].metric("Graphs", len(table))
+    cols[1].metric("Classes", len({r["label"] for r in table}))
+    cols[2].metric("Nodes / graph", f"{np.mean([r['nodes'] for r in table]):.1f}")
+    acc = run.accuracies()["test"] if run is not None else float("nan")
+    cols[3].metric("Test accuracy", f"{acc:.0%}")
+    key = f"g_sample_{ws.revision}"
+    st.number_input("Graph on show", min_value=0, max_value=max(len(table) - 1, 0),
+                    key=key, value=ws.sample, on_change=_show_sample, args=(ws, key))
+    row = table[ws.sample] if table else None
+    if row:
+        st.caption(f"Graph {row['graph']} ({row['split']}): {row['nodes']} nodes, "
+                   f"{row['edges']} edges, label {row['label']}, predicted "
+                   f"{row['predicted']} {'✓' if row['correct'] else '✗'}")
+
+
+def _show_sample(ws: Workspace, key: str) -> None:
+    ws.show_sample(int(_S[key]))
+
+
+def _predictions(ws: Workspace) -> None:
+    table = pd.DataFrame(ws.graph_table())
+    if table.empty:
+        return
+    for split in ("train", "val", "test"):
+        part = table[table["split"] == split]
+        if len(part):
+            st.caption(f"{split}: {part['correct'].mean():.0%} of {len(part)} graphs correct")
+    st.dataframe(table, hide_index=True, height=260)
+
+
 def render(ws: Workspace) -> None:
     st.header("Graph")
     _source(ws)
-    s = ws.stats()
-    cols = st.columns(4)
-    cols[0].metric("Nodes", s.nodes)
-    cols[1].metric("Edges", s.edges, help="directed" if s.directed else "undirected")
-    cols[2].metric("Classes", s.classes)
-    cols[3].metric("Density", f"{s.density:.3f}")
+    if ws.task == "graph":
+        _dataset(ws)
+    else:
+        s = ws.stats()
+        cols = st.columns(4)
+        cols[0].metric("Nodes", s.nodes)
+        cols[1].metric("Edges", s.edges, help="directed" if s.directed else "undirected")
+        cols[2].metric("Classes", s.classes)
+        cols[3].metric("Density", f"{s.density:.3f}")
     colour = _S.get("g_colour", "label")
     live = ws.playing and colour != "label"
     st.fragment(run_every=LIVE_EVERY_S if live else None)(_drawing)(ws)
-    with st.expander(f"Edge table ({len(ws.drawing.edges)} edges)"):
-        _edge_table(ws)
+    if ws.task == "graph":
+        with st.expander("Per-graph predictions", expanded=True):
+            _predictions(ws)
+    else:
+        with st.expander(f"Edge table ({len(ws.drawing.edges)} edges)"):
+            _edge_table(ws)
     st.caption(f"Source: {ws.source}")

@@ -6,10 +6,11 @@ from __future__ import annotations
 import streamlit as st
 
 from explorer.config import OPTIMIZERS, LayerConfig, RunConfig
-from explorer.sources import FEATURES
+from explorer.sources import FEATURES, GRAPH_FEATURES
 from explorer.ui.common import set_error, show_error
 from explorer.workspace import Workspace
 from gnncore import ACTIVATIONS, CONV_TYPES
+from gnncore.models import POOLS
 
 KIND_NAMES = {"gcn": "GCN", "gat": "GAT", "sage": "GraphSAGE", "gin": "GIN"}
 SAGE_AGGRS = ("mean", "max", "sum", "min")
@@ -32,7 +33,7 @@ def _load(cfg: RunConfig) -> None:
     _S.m_layers = uids
     for name in ("activation", "dropout", "batch_norm", "residual", "head", "optimizer",
                  "learning_rate", "weight_decay", "features", "seed", "epochs",
-                 "train_per_class", "bucket_padding"):
+                 "train_per_class", "bucket_padding", "pool"):
         _S[f"m_{name}"] = getattr(cfg, name)
     _S.m_config = cfg
 
@@ -76,7 +77,7 @@ def _layer_editor(ws: Workspace) -> None:
     uids = list(_S.m_layers)
     classes = max(ws.graph.num_classes(), 2) if ws.graph is not None else 2
     for i, uid in enumerate(uids):
-        is_output = i == len(uids) - 1 and not _S.m_head
+        is_output = i == len(uids) - 1 and not _S.m_head and ws.task == "node"
         with st.container(border=True):
             top = st.columns([3, 1], vertical_alignment="bottom")
             top[0].selectbox(f"Layer {i + 1}" + (" (output)" if is_output else ""),
@@ -109,6 +110,9 @@ def render(ws: Workspace) -> None:
     _layer_editor(ws)
     st.selectbox("Activation", list(ACTIVATIONS), key="m_activation")
     st.slider("Dropout", 0.0, 0.9, step=0.05, key="m_dropout")
+    if ws.task == "graph":
+        st.selectbox("Readout (pooling)", POOLS, key="m_pool",
+                     help="How node embeddings become one vector per graph before the head.")
     cols = st.columns(2)
     cols[0].checkbox("BatchNorm", key="m_batch_norm")
     cols[1].checkbox("Residual", key="m_residual")
@@ -124,7 +128,10 @@ def render(ws: Workspace) -> None:
     st.number_input("Weight decay", min_value=0.0, max_value=1.0, step=5e-4, format="%.4f",
                     key="m_weight_decay")
     st.subheader("Data and run")
-    st.selectbox("Node features", FEATURES, key="m_features",
+    features = GRAPH_FEATURES if ws.task == "graph" else FEATURES
+    if _S.m_features not in features:
+        _S.m_features = features[0]
+    st.selectbox("Node features", features, key="m_features",
                  help="one_hot: node id (as wide as the graph); degree; degree_one_hot; "
                       "constant; gaussian noise; laplacian eigenvectors.")
     cols = st.columns(2)
@@ -144,7 +151,7 @@ def render(ws: Workspace) -> None:
             weight_decay=float(_S.m_weight_decay), features=_S.m_features,
             seed=int(_S.m_seed), epochs=int(_S.m_epochs),
             train_per_class=int(_S.m_train_per_class),
-            bucket_padding=bool(_S.m_bucket_padding))
+            bucket_padding=bool(_S.m_bucket_padding), pool=_S.m_pool)
     except ValueError as err:
         set_error("model", str(err))
     else:

@@ -1,0 +1,123 @@
+"""Graph classification end to end: the engine trains a pooled model on a
+padded batch of a dataset in every JIT mode, with the same audit and race;
+the workspace and the app offer the datasets with per-graph predictions."""
+
+import numpy as np
+import pytest
+from conftest import REPO
+from streamlit.testing.v1 import AppTest
+
+from explorer.config import JIT_MODES, LayerConfig, RunConfig
+from explorer.engine import Run
+from explorer.race import race
+from explorer.sources import GRAPH_TASKS
+from explorer.workspace import Workspace
+
+GIN = (LayerConfig("gin", 32), LayerConfig("gin", 32))
+
+
+def _config(**kw):
+    base = dict(graph="triangle", features="degree_one_hot", layers=GIN, dropout=0.0,
+                pool="sum")
+    base.update(kw)
+    return RunConfig(**base)
+
+
+def test_config_checks_features_and_pool_for_datasets():
+    with pytest.raises(ValueError, match="config field 'features'.*graph-classification"):
+        RunConfig(graph="triangle", features="one_hot")
+    with pytest.raises(ValueError, match="config field 'pool'"):
+        RunConfig(pool="median")
+    assert _config().task == "graph" and RunConfig().task == "node"
+    assert RunConfig.from_json(_config().to_json()) == _config()
+
+
+@pytest.mark.parametrize("mode", list(JIT_MODES))
+def test_every_mode_steps_on_a_dataset(mode):
+    run = Run(_config(mode=mode))
+    assert run.task == "graph" and run.logits().shape == (120, 2)
+    for _ in range(3):
+        record = run.step()
+    assert np.isfinite(record.loss) and 0 <= record.test_acc <= 1
+    status = run.audit().verdict.status
+    assert status == ("frozen" if mode == "jax.jit" else "training")
+    if mode != "eager":
+        assert run.trace_count == 1 and run.compile_breakdown()["compile_s"] > 0
+
+
+@pytest.mark.parametrize("task", sorted(GRAPH_TASKS))
+def test_pooled_gin_learns_each_dataset(task):
+    run = Run(_config(graph=task, learning_rate=0.01))
+    run.train(150)
+    accs = run.accuracies()
+    assert accs["train"] >= 0.9 and accs["test"] >= 0.8, accs
+
+
+def test_split_and_padding_slots_stay_out_of_the_loss():
+    run = Run(_config())
+    train, val, test = run.split
+    assert (train.sum(), val.sum(), test.sum()) == (72, 24, 24)
+    assert not np.any(train & val) and not np.any(train & test)
+    b = run.batch_data
+    assert b.num_graphs > 120 and b.num_real_graphs() == 120
+    mask = np.asarray(run._batch[4])
+    assert mask.sum() == 72 and not mask[120:].any()  # padding graph slots never train
+
+
+def test_a_dataset_takes_no_graph_and_cannot_be_edited():
+    run = Run(_config())
+    with pytest.raises(ValueError, match="cannot be edited"):
+        run.set_graph(run.graph)
+    with pytest.raises(ValueError, match="takes no graph"):
+        Run(_config(), graph=run.graph)
+
+
+def test_race_on_a_dataset():
+    entries = race(_config(), steps=3)
+    verdicts = {e.mode: e.verdict for e in entries}
+    assert verdicts["jax.jit"] == "frozen"
+    assert all(v == "training" for m, v in verdicts.items() if m != "jax.jit")
+    first = {round(e.losses[0], 5) for e in entries}
+    assert len(first) == 1  # same initial weights
+
+
+def test_workspace_switches_between_datasets_and_graphs():
+    ws = Workspace()
+    ws.load_preset("cycle_vs_tree")
+    assert ws.task == "graph" and ws.config.features == "degree_one_hot"
+    assert ws.drawing.num_nodes == ws.run.graphs[0].num_nodes
+    ws.step()
+    table = ws.graph_table()
+    assert len(table) == 120 and {r["split"] for r in table} == {"train", "val", "test"}
+    assert all(r["correct"] == (r["label"] == r["predicted"]) for r in table)
+    ws.show_sample(7)
+    assert ws.sample == 7 and set(ws.splits()) == {ws.graph_split(7)}
+    with pytest.raises(ValueError, match="not edited"):
+        ws.add_node()
+    ws.start_race(2)
+    assert len(ws.race_result) == len(JIT_MODES)
+    ws.load_preset("karate")
+    assert ws.task == "node" and ws.stats().nodes == 34
+
+
+def test_app_offers_datasets_with_per_graph_predictions():
+    at = AppTest.from_file(str(REPO / "streamlit_app.py"), default_timeout=120).run()
+    at.selectbox(key="g_preset").set_value("triangle").run()
+    assert not at.exception, at.exception
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Graphs"] == "120" and metrics["Classes"] == "2"
+    at.button(key="t_step").click().run()
+    at.button(key="t_step").click().run()
+    assert not at.exception, at.exception
+    assert "TRAINING" in " ".join(s.value for s in at.success)
+    table = at.dataframe[0].value
+    assert len(table) == 120 and {"label", "predicted", "split"} <= set(table.columns)
+    at.radio(key="g_colour").set_value("embedding").run()
+    assert not at.exception, at.exception
+    ws = at.session_state["workspace"]
+    at.number_input(key=f"g_sample_{ws.revision}").set_value(3).run()
+    assert ws.sample == 3
+    at.radio(key="t_mode").set_value("jax.jit").run()
+    at.button(key="t_step").click().run()
+    at.button(key="t_step").click().run()
+    assert "FROZEN" in " ".join(e.value for e in at.error)
