@@ -22,6 +22,7 @@ from explorer.config import JIT_MODES, RunConfig
 from explorer.sources import GRAPH_TASKS, load_graph, load_graph_dataset, split_graphs
 from gnncore import GNN, ConvSpec, Graph, bucket_size
 from gnncore.batch import Batch
+from gnncore.models import HEADED
 
 __all__ = ["Run", "StepRecord", "TrainingStopped", "build_model", "build_optimizer"]
 
@@ -61,7 +62,7 @@ def build_model(config: RunConfig, in_features: int, num_classes: int) -> GNN:
     if not head:
         last = specs[-1]
         options = dict(last.options)
-        if last.kind == "gat":
+        if last.kind in HEADED:
             options["concat"] = False  # the output layer averages its heads
         specs[-1] = ConvSpec(last.kind, num_classes, options)
     rngs = nnx.Rngs(params=config.seed, dropout=config.seed + 1)
@@ -326,7 +327,7 @@ class Run:
         changes = compare_snapshots(self._initial, self._last)
         losses = tuple(r.loss for r in self.history)
         has_dropout = self.config.dropout > 0 or any(
-            la.kind == "gat" and la.options.get("dropout", 0) for la in self.config.layers)
+            la.kind in HEADED and la.options.get("dropout", 0) for la in self.config.layers)
         report_verdict = verdict(changes, losses, has_dropout=has_dropout,
                                  has_batch_norm=self.config.batch_norm)
         return AuditReport(tuple(changes), losses, has_dropout, self.config.batch_norm,

@@ -5,16 +5,32 @@ reductions, one :class:`MessagePassing` mechanism, PyG-compatible conv layers,
 :class:`BatchNorm` and model stacks. Imports jax, flax and numpy only.
 """
 
+from gnncore.aggr import (
+    Aggregation,
+    MaxAggregation,
+    MeanAggregation,
+    MinAggregation,
+    MultiAggregation,
+    SoftmaxAggregation,
+    StdAggregation,
+    SumAggregation,
+    VarAggregation,
+)
 from gnncore.batch import Batch
 from gnncore.conv import (
+    APPNP,
     MLP,
+    ChebConv,
     EdgeConv,
     GATConv,
+    GATv2Conv,
     GCNConv,
     GINConv,
     GINEConv,
     GraphConv,
     SAGEConv,
+    SGConv,
+    TransformerConv,
 )
 from gnncore.graph import Graph, bucket_size, from_networkx, to_networkx
 from gnncore.message_passing import MessagePassing
@@ -45,7 +61,9 @@ from gnncore.segment import (
     segment_min,
     segment_reduce,
     segment_softmax,
+    segment_std,
     segment_sum,
+    segment_var,
 )
 from gnncore.sparse import Adjacency, SparseFeatures, spmm
 from gnncore.utils import (
@@ -62,13 +80,15 @@ from gnncore.utils import (
 __version__ = "0.1.0"
 
 __all__ = [
-    "ACTIVATIONS", "Adjacency", "Batch", "BatchNorm", "CONV_TYPES", "ConvSpec", "EdgeConv",
-    "GAT", "GATConv", "GCN", "GCNConv", "GIN", "GINConv", "GINEConv", "GNN", "Graph",
-    "GraphConv", "GraphNorm", "GraphSAGE", "LayerNorm", "MLP", "MessagePassing",
-    "PoolOutput", "SAGEConv", "SAGPooling", "SparseFeatures", "TopKPooling",
-    "add_remaining_self_loops", "add_self_loops", "as_edge_index", "bucket_size",
-    "build_conv", "coalesce", "degree", "from_networkx", "gcn_norm", "global_add_pool",
-    "global_max_pool", "global_mean_pool", "global_min_pool", "is_self_loop",
-    "segment_max", "segment_mean", "segment_min", "segment_reduce", "segment_softmax",
-    "segment_sum", "spmm", "to_networkx", "to_undirected",
+    "ACTIVATIONS", "add_remaining_self_loops", "add_self_loops", "Adjacency", "Aggregation",
+    "APPNP", "as_edge_index", "Batch", "BatchNorm", "bucket_size", "build_conv", "ChebConv",
+    "coalesce", "CONV_TYPES", "ConvSpec", "degree", "EdgeConv", "from_networkx", "GAT", "GATConv",
+    "GATv2Conv", "GCN", "gcn_norm", "GCNConv", "GIN", "GINConv", "GINEConv", "global_add_pool",
+    "global_max_pool", "global_mean_pool", "global_min_pool", "GNN", "Graph", "GraphConv",
+    "GraphNorm", "GraphSAGE", "is_self_loop", "LayerNorm", "MaxAggregation", "MeanAggregation",
+    "MessagePassing", "MinAggregation", "MLP", "MultiAggregation", "PoolOutput", "SAGEConv",
+    "SAGPooling", "segment_max", "segment_mean", "segment_min", "segment_reduce", "segment_softmax",
+    "segment_std", "segment_sum", "segment_var", "SGConv", "SoftmaxAggregation", "SparseFeatures",
+    "spmm", "StdAggregation", "SumAggregation", "to_networkx", "to_undirected", "TopKPooling",
+    "TransformerConv", "VarAggregation"
 ]

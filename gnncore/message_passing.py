@@ -29,6 +29,7 @@ from typing import Any
 import jax.numpy as jnp
 from flax import nnx
 
+from gnncore.aggr import Aggregation, MeanAggregation, SumAggregation, resolve
 from gnncore.segment import AGGREGATIONS, segment_reduce
 from gnncore.sparse import Adjacency
 
@@ -51,8 +52,25 @@ class MessagePassing(nnx.Module):
 
     Arguments:
         aggr: how messages are reduced at a target node: ``"sum"`` (alias
-            ``"add"``), ``"mean"``, ``"max"`` or ``"min"``. Empty neighbourhoods
-            give 0 for every aggregation.
+            ``"add"``), ``"mean"``, ``"max"``, ``"min"``, ``"var"``, ``"std"``,
+            ``"softmax"``; a list of these (or of modules), which concatenates
+            the results along the last axis, so ``[E, ..., F]`` messages give
+            ``[N, ..., len(aggr) * F]`` (a :class:`~gnncore.aggr.MultiAggregation`);
+            or an :class:`~gnncore.aggr.Aggregation` module (e.g.
+            ``SoftmaxAggregation(learn=True)``, whose parameters then belong to
+            this layer). Empty neighbourhoods give 0 for every aggregation.
+        aggr_kwargs: keyword arguments for the module built from a name or
+            list (e.g. ``{"t": 0.5, "learn": True}`` for ``"softmax"``,
+            ``{"mode": "mean"}`` for a list).
+
+    Attributes:
+        aggr: the name given (a string), a tuple of names for a list, or the
+            module's ``name`` (``"sum"``, ..., ``"softmax"``, a tuple for a
+            ``MultiAggregation``, ``"custom"`` otherwise).
+        aggr_module: the :class:`~gnncore.aggr.Aggregation` doing the
+            reduction (an nnx submodule; learnable ones carry their ``Param``).
+            The plain names ``sum/add/mean/max/min/var/std`` call
+            :func:`~gnncore.segment.segment_reduce` directly on ``aggr``.
 
     Subclasses implement ``__call__`` and call :meth:`propagate`; they override
     :meth:`message` (default: ``x_j``), optionally :meth:`update` (default:
@@ -68,11 +86,21 @@ class MessagePassing(nnx.Module):
                 return self.propagate(edge_index, x)
     """
 
-    def __init__(self, aggr: str = "sum"):
-        if aggr not in AGGREGATIONS:
-            raise ValueError(
-                f"unknown aggregation {aggr!r}; choose one of {sorted(AGGREGATIONS)}")
-        self.aggr = aggr
+    # Class-level defaults, for subclasses that set ``self.aggr`` themselves.
+    aggr_module: Aggregation | None = None
+    _aggr_by_name: bool = True
+
+    def __init__(self, aggr: str | list | tuple | Aggregation = "sum", *,
+                 aggr_kwargs: dict | None = None):
+        # resolve() raises "unknown aggregation ..." for a bad name.
+        self.aggr_module = resolve(aggr, **(aggr_kwargs or {}))
+        self._aggr_by_name = isinstance(aggr, str)
+        if isinstance(aggr, str):
+            self.aggr = aggr
+        elif isinstance(aggr, Aggregation):
+            self.aggr = aggr.name
+        else:
+            self.aggr = self.aggr_module.name
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -86,8 +114,17 @@ class MessagePassing(nnx.Module):
 
     def aggregate(self, messages, index, num_nodes: int, *, indices_are_sorted=False):
         """Reduce messages ([E, ...]) at their target ``index`` ([E])."""
-        return segment_reduce(messages, index, num_nodes, self.aggr,
-                              indices_are_sorted=indices_are_sorted)
+        if self._aggr_by_name and isinstance(self.aggr, str) and self.aggr in AGGREGATIONS:
+            return segment_reduce(messages, index, num_nodes, self.aggr,
+                                  indices_are_sorted=indices_are_sorted)
+        module = self.aggr_module if self.aggr_module is not None else resolve(self.aggr)
+        return module(messages, index, num_nodes, indices_are_sorted=indices_are_sorted)
+
+    def _linear_aggr(self) -> bool:
+        """Whether the aggregation is a plain sum or mean (the fused kernel's cases)."""
+        if self._aggr_by_name:
+            return isinstance(self.aggr, str) and self.aggr in ("sum", "add", "mean")
+        return type(self.aggr_module) in (SumAggregation, MeanAggregation)
 
     def update(self, aggr_out):
         """Post-process the aggregated messages (default: identity)."""
@@ -98,7 +135,8 @@ class MessagePassing(nnx.Module):
         """Optional fused replacement for ``message`` + ``aggregate``.
 
         Used when ``propagate`` gets an :class:`Adjacency` instead of a plain
-        ``edge_index`` and the aggregation is ``sum``/``mean`` (linear, so a CSR
+        ``edge_index`` and the aggregation is ``sum``/``mean`` (a name or a plain
+        ``SumAggregation``/``MeanAggregation``; linear, so a CSR
         product can do it, see :func:`gnncore.sparse.spmm`). It receives the
         keywords passed to ``propagate`` and must return what ``aggregate``
         would have. Other aggregations, and plain edge lists, take the generic
@@ -122,7 +160,8 @@ class MessagePassing(nnx.Module):
             **kwargs: forwarded to the hooks by parameter name (see module doc).
 
         Returns:
-            ``[num_dst, ...]`` array from :meth:`update`.
+            ``[num_dst, ...]`` array from :meth:`update` (with a list ``aggr``
+            the aggregated width is ``len(aggr)`` times the message width).
         """
         x_src, x_dst = (x if isinstance(x, (tuple, list)) else (x, x))
         if size is not None:
@@ -137,7 +176,7 @@ class MessagePassing(nnx.Module):
         if adj is not None:
             edge_index = adj.edge_index
             indices_are_sorted = True
-        if adj is not None and self._fused and self.aggr in ("sum", "add", "mean"):
+        if adj is not None and self._fused and self._linear_aggr():
             out = self.message_and_aggregate(adj, x_src, x_dst, num_dst, **kwargs)
         else:
             src, dst = edge_index[0], edge_index[1]

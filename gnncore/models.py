@@ -17,7 +17,17 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from gnncore.conv import GATConv, GCNConv, GINConv, SAGEConv
+from gnncore.conv import (
+    ChebConv,
+    GATConv,
+    GATv2Conv,
+    GCNConv,
+    GINConv,
+    GraphConv,
+    SAGEConv,
+    SGConv,
+    TransformerConv,
+)
 from gnncore.inits import linear
 from gnncore.norm import BatchNorm
 from gnncore.segment import segment_reduce
@@ -26,7 +36,14 @@ from gnncore.sparse import as_dense
 __all__ = ["ACTIVATIONS", "CONV_TYPES", "ConvSpec", "GAT", "GCN", "GIN", "GNN",
            "GraphSAGE", "build_conv"]
 
-CONV_TYPES = {"gcn": GCNConv, "gat": GATConv, "sage": SAGEConv, "gin": GINConv}
+CONV_TYPES = {"gcn": GCNConv, "gat": GATConv, "sage": SAGEConv, "gin": GINConv,
+              "gatv2": GATv2Conv, "transformer": TransformerConv, "graph": GraphConv,
+              "cheb": lambda i, o, K=2, **kw: ChebConv(i, o, K, **kw), "sg": SGConv}
+#: kinds whose width is split across concatenated attention heads
+HEADED = ("gat", "gatv2", "transformer")
+#: kinds that take edge weights / (with edge_dim) edge features
+WEIGHTED = ("gcn", "graph", "cheb", "sg")
+EDGE_FEATURES = ("gat", "gatv2", "transformer")
 
 ACTIVATIONS = {
     "relu": jax.nn.relu,
@@ -66,11 +83,12 @@ def build_conv(spec: ConvSpec, in_features: int, *, rngs: nnx.Rngs) -> nnx.Modul
     """Instantiate the conv described by ``spec`` with ``in_features`` inputs."""
     options = dict(spec.options)
     out = spec.out_features
-    if spec.kind == "gat":
+    if spec.kind in HEADED:
         heads = int(options.get("heads", 1))
         if options.get("concat", True):
             if out % heads:
-                raise ValueError(f"GAT layer width {out} is not divisible by heads={heads}")
+                raise ValueError(f"{spec.kind.upper()} layer width {out} is not divisible "
+                                 f"by heads={heads}")
             out //= heads
     return CONV_TYPES[spec.kind](in_features, out, **options, rngs=rngs)
 
@@ -143,9 +161,9 @@ class GNN(nnx.Module):
 
     def _conv(self, i, x, edge_index, edge_weight, edge_attr):
         conv, kind = self.convs[i], self.kinds[i]
-        if kind == "gcn":
+        if kind in WEIGHTED:
             return conv(x, edge_index, edge_weight)
-        if kind == "gat" and conv.edge_dim is not None:
+        if kind in EDGE_FEATURES and conv.edge_dim is not None:
             return conv(x, edge_index, edge_attr)
         return conv(x, edge_index)
 

@@ -21,6 +21,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from gnncore.segment import segment_sum
+from gnncore.sparse import as_dense
 from gnncore.utils import _static_num_graphs
 
 __all__ = ["BatchNorm", "GraphNorm", "LayerNorm"]
@@ -160,6 +161,7 @@ class LayerNorm(nnx.Module):
             self.scale = self.bias = None
 
     def __call__(self, x, batch=None, num_graphs: int | None = None, *, mask=None):
+        x = as_dense(x)
         if x.ndim != 2 or x.shape[1] != self.features:
             raise ValueError(f"LayerNorm({self.features}) expects x of shape [N, "
                              f"{self.features}]; got {tuple(x.shape)}")
@@ -209,6 +211,7 @@ class GraphNorm(nnx.Module):
         self.mean_scale = nnx.Param(jnp.ones((features,), jnp.float32))
 
     def __call__(self, x, batch=None, num_graphs: int | None = None, *, mask=None):
+        x = as_dense(x)
         if x.ndim != 2 or x.shape[1] != self.features:
             raise ValueError(f"GraphNorm({self.features}) expects x of shape [N, "
                              f"{self.features}]; got {tuple(x.shape)}")

@@ -23,7 +23,9 @@ __all__ = [
     "segment_min",
     "segment_reduce",
     "segment_softmax",
+    "segment_std",
     "segment_sum",
+    "segment_var",
 ]
 
 
@@ -92,12 +94,76 @@ def segment_min(data, segment_ids, num_segments: int, *, indices_are_sorted=Fals
     return _fill_empty(out, segment_ids, num_segments, indices_are_sorted)
 
 
+def _as_float(data):
+    data = jnp.asarray(data)
+    if not jnp.issubdtype(data.dtype, jnp.inexact):
+        data = data.astype(jnp.result_type(float))
+    return data
+
+
+def _var_and_count(data, segment_ids, num_segments, mask, indices_are_sorted):
+    """Two-pass population variance and the number of (unmasked) entries per segment."""
+    num_segments = _check_num_segments(num_segments)
+    data = _as_float(data)
+    kw = dict(indices_are_sorted=indices_are_sorted)
+    if mask is None:
+        count = segment_count(segment_ids, num_segments, dtype=data.dtype, **kw)
+        keep = None
+    else:
+        mask = jnp.asarray(mask, dtype=bool)
+        count = segment_sum(mask.astype(data.dtype), segment_ids, num_segments, **kw)
+        keep = _expand_like(mask, data)
+        # jnp.where, not a product: a masked-out inf/NaN must not leak in (0 * inf).
+        data = jnp.where(keep, data, jnp.zeros_like(data))
+    denom = _expand_like(jnp.maximum(count, 1), data)
+    mean = segment_sum(data, segment_ids, num_segments, **kw) / denom
+    # Second pass on the centred data: never negative, no E[x^2] - E[x]^2
+    # cancellation, and the gradient 2 (x - mean) / n is finite everywhere.
+    sq = jnp.square(data - mean[segment_ids])
+    if keep is not None:
+        sq = jnp.where(keep, sq, jnp.zeros_like(sq))
+    return segment_sum(sq, segment_ids, num_segments, **kw) / denom, count
+
+
+def segment_var(data, segment_ids, num_segments: int, *, mask=None,
+                indices_are_sorted=False):
+    """Population variance (divide by ``n``, not ``n - 1``) of each segment.
+
+    Computed in two passes, ``mean((x - mean(x))**2)``, so it is never negative
+    and keeps its precision when the variance is small next to the mean.
+    Entries where ``mask`` ([E], bool) is False are left out. Empty (or fully
+    masked) segments give 0, single-entry segments give 0; the gradient is
+    finite in every case. Integer data is promoted to the default float type.
+    """
+    var, _ = _var_and_count(data, segment_ids, num_segments, mask, indices_are_sorted)
+    return var
+
+
+def segment_std(data, segment_ids, num_segments: int, *, mask=None,
+                indices_are_sorted=False, eps: float = 1e-5):
+    """Standard deviation of each segment, as PyG's ``StdAggregation``:
+    ``sqrt(relu(var) + eps)`` with ``eps = 1e-5``.
+
+    The ``eps`` keeps the gradient finite where the variance is 0, at the cost
+    of a floor: a non-empty segment with zero spread (e.g. a single entry)
+    gives ``sqrt(1e-5) ~ 0.00316``, not 0. Empty (or fully masked) segments
+    give exactly 0 (gradient 0). ``mask`` as in :func:`segment_var`. (Recent PyG
+    versions instead clamp the variance at ``eps`` and zero the result there;
+    the two agree wherever the variance exceeds ``eps``.)
+    """
+    var, count = _var_and_count(data, segment_ids, num_segments, mask, indices_are_sorted)
+    std = jnp.sqrt(jax.nn.relu(var) + eps)
+    return jnp.where(_expand_like(count > 0, std), std, jnp.zeros_like(std))
+
+
 AGGREGATIONS = {
     "sum": segment_sum,
     "add": segment_sum,
     "mean": segment_mean,
     "max": segment_max,
     "min": segment_min,
+    "var": segment_var,
+    "std": segment_std,
 }
 
 

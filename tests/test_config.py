@@ -25,7 +25,7 @@ def test_round_trip_through_plain_json():
     ({"batch_norm": 1}, "batch_norm"),
     ({"optimizer": "rmsprop"}, "optimizer"),
     ({"layers": []}, "layers"),
-    ({"layers": [{"kind": "cheb"}]}, "layers[0].kind"),
+    ({"layers": [{"kind": "dense"}]}, "layers[0].kind"),
     ({"layers": [{"kind": "gcn", "width": 0}]}, "layers[0].width"),
     ({"layers": [{"kind": "gcn", "width": 2.5}]}, "layers[0].width"),
     ({"layers": [{"kind": "gcn", "depth": 2}]}, "layers[0].depth"),

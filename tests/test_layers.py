@@ -122,8 +122,8 @@ def test_gnn_validation_errors():
     r = nnx.Rngs(0)
     with pytest.raises(ValueError, match="at least one conv"):
         GNN(3, [], rngs=r)
-    with pytest.raises(ValueError, match="unknown conv kind 'cheb'"):
-        ConvSpec("cheb", 4)
+    with pytest.raises(ValueError, match="unknown conv kind 'dense'"):
+        ConvSpec("dense", 4)
     with pytest.raises(ValueError, match="unknown activation"):
         GNN(3, [ConvSpec("gcn", 2)], activation="swishy", rngs=r)
     with pytest.raises(ValueError, match="head=True needs out_features"):
@@ -157,3 +157,18 @@ def test_residual_connection_adds_the_block_input():
     h_res = with_res(x, ei, return_hidden=True)[1][0]
     h_plain = without(x, ei, return_hidden=True)[1][0]
     np.testing.assert_allclose(np.asarray(h_res), np.asarray(h_plain + x), atol=1e-6)
+
+
+def test_gat_bipartite_self_loops_use_source_features_on_the_fused_path():
+    # regression: the fused (Adjacency) path added the *target* features for the
+    # appended self-loops; a loop i -> i carries the source node's features.
+    from gnncore import GATConv, Graph
+
+    rng = np.random.default_rng(0)
+    x_src = jnp.asarray(rng.normal(size=(4, 3)), jnp.float32)
+    x_dst = jnp.asarray(rng.normal(size=(4, 3)), jnp.float32)
+    g = Graph.from_arrays(np.array([[0, 1, 2, 3], [1, 2, 3, 0]]), np.zeros((4, 1)))
+    conv = GATConv(3, 2, heads=2, rngs=nnx.Rngs(0))
+    by_list = conv((x_src, x_dst), g.edge_index)
+    fused = conv((x_src, x_dst), g.adj)
+    np.testing.assert_allclose(fused, by_list, rtol=1e-5, atol=1e-6)

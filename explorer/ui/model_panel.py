@@ -10,9 +10,11 @@ from explorer.sources import FEATURES, GRAPH_FEATURES
 from explorer.ui.common import set_error, show_error
 from explorer.workspace import Workspace
 from gnncore import ACTIVATIONS, CONV_TYPES
-from gnncore.models import POOLS
+from gnncore.models import HEADED, POOLS
 
-KIND_NAMES = {"gcn": "GCN", "gat": "GAT", "sage": "GraphSAGE", "gin": "GIN"}
+KIND_NAMES = {"gcn": "GCN", "gat": "GAT", "gatv2": "GATv2", "transformer": "Transformer",
+              "sage": "GraphSAGE", "gin": "GIN", "graph": "GraphConv", "cheb": "ChebConv (K=2)",
+              "sg": "SGConv (K=1)"}
 SAGE_AGGRS = ("mean", "max", "sum", "min")
 LEARNING_RATES = (0.0001, 0.0003, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0)
 MAX_LAYERS = 8
@@ -65,7 +67,7 @@ def _layers_from_widgets() -> tuple[LayerConfig, ...]:
     for uid in _S.m_layers:
         kind = _S[f"m_{uid}_kind"]
         options = {}
-        if kind == "gat":
+        if kind in HEADED:
             options["heads"] = int(_S[f"m_{uid}_heads"])
         if kind == "sage":
             options["aggr"] = _S[f"m_{uid}_aggr"]
@@ -94,7 +96,7 @@ def _layer_editor(ws: Workspace) -> None:
                 cols[0].number_input("Width", min_value=1, max_value=256, step=4,
                                      key=f"m_{uid}_width")
             kind = _S[f"m_{uid}_kind"]
-            if kind == "gat":
+            if kind in HEADED:
                 cols[1].number_input("Heads", min_value=1, max_value=8, key=f"m_{uid}_heads",
                                      help="Attention heads; hidden widths must divide by it.")
             elif kind == "sage":

@@ -148,7 +148,7 @@ class GATConv(MessagePassing):
             # self-loops are a diagonal term, so the CSR structure is unchanged.
             out = self.propagate(adj, (h_src, h_dst), alpha=alpha[:num_edges])
             if self.add_self_loops:
-                out = out + alpha[num_edges:, :, None] * h_dst
+                out = out + alpha[num_edges:, :, None] * h_src[:num_dst]  # x_j of loop i→i
         out = out.reshape(num_dst, H * C) if self.concat else out.mean(axis=1)
         if self.bias is not None:
             out = out + self.bias[...]
