@@ -64,6 +64,7 @@ class RunConfig:
         bucket_padding: pad nodes and edges up to power-of-two buckets, so that
             editing the graph within a bucket does not recompile.
         pool: the readout of graph-classification datasets (mean/sum/max/min).
+        norm: the kind of norm ``batch_norm`` adds: ``batch``, ``layer`` or ``graph``.
     """
 
     graph: str = "karate"
@@ -84,6 +85,7 @@ class RunConfig:
     train_per_class: int = 4
     bucket_padding: bool = False
     pool: str = "mean"
+    norm: str = "batch"
 
     @property
     def task(self) -> str:
@@ -100,6 +102,8 @@ class RunConfig:
                    f"a graph-classification dataset needs one of {GRAPH_FEATURES}")
         _check(self.pool in ("mean", "sum", "max", "min"), "pool",
                "choose one of ('mean', 'sum', 'max', 'min')")
+        _check(self.norm in ("batch", "layer", "graph"), "norm",
+               "choose one of ('batch', 'layer', 'graph')")
         _check(len(self.layers) >= 1, "layers", "needs at least one layer")
         for i, layer in enumerate(self.layers):
             _check(isinstance(layer, LayerConfig), f"layers[{i}]", "must be a LayerConfig")

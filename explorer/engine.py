@@ -69,7 +69,7 @@ def build_model(config: RunConfig, in_features: int, num_classes: int) -> GNN:
     return GNN(in_features, specs, out_features=num_classes, activation=config.activation,
                dropout=config.dropout, batch_norm=config.batch_norm,
                residual=config.residual, head=head,
-               pool=config.pool if graph_task else None, rngs=rngs)
+               pool=config.pool if graph_task else None, norm=config.norm, rngs=rngs)
 
 
 def build_optimizer(config: RunConfig, model: GNN) -> nnx.Optimizer:
@@ -329,8 +329,10 @@ class Run:
         has_dropout = self.config.dropout > 0 or any(
             la.kind in HEADED and la.options.get("dropout", 0) for la in self.config.layers)
         report_verdict = verdict(changes, losses, has_dropout=has_dropout,
-                                 has_batch_norm=self.config.batch_norm)
-        return AuditReport(tuple(changes), losses, has_dropout, self.config.batch_norm,
+                                 has_batch_norm=self.config.batch_norm
+                                 and self.config.norm == "batch")
+        return AuditReport(tuple(changes), losses, has_dropout,
+                           self.config.batch_norm and self.config.norm == "batch",
                            report_verdict)
 
     def train(self, steps: int | None = None) -> list[StepRecord]:

@@ -29,7 +29,7 @@ from gnncore.conv import (
     TransformerConv,
 )
 from gnncore.inits import linear
-from gnncore.norm import BatchNorm
+from gnncore.norm import BatchNorm, GraphNorm, LayerNorm
 from gnncore.segment import segment_reduce
 from gnncore.sparse import as_dense
 
@@ -108,7 +108,11 @@ class GNN(nnx.Module):
             last spec's width is the hidden width).
         activation: a key of :data:`ACTIVATIONS`.
         dropout: dropout rate after each hidden block (own ``dropout`` stream fork).
-        batch_norm: :class:`BatchNorm` after each hidden conv.
+        batch_norm: a norm after each hidden conv: :class:`BatchNorm` by default,
+            or the kind ``norm`` names.
+        norm: ``"batch"`` (BatchNorm), ``"layer"`` (graph-wise LayerNorm) or
+            ``"graph"`` (GraphNorm). The graph-wise norms take ``batch`` and the
+            static ``num_graphs`` of a padded batch (one graph without them).
         residual: add the block's input when its width is unchanged.
         head: end with ``nnx.Linear(last_width, out_features)``.
         pool: ``"mean"``, ``"sum"``, ``"max"`` or ``"min"``: a graph-level model.
@@ -127,7 +131,8 @@ class GNN(nnx.Module):
     def __init__(self, in_features: int, convs: Sequence[ConvSpec], *,
                  out_features: int | None = None, activation: str = "relu",
                  dropout: float = 0.0, batch_norm: bool = False, residual: bool = False,
-                 head: bool = False, pool: str | None = None, rngs: nnx.Rngs):
+                 head: bool = False, pool: str | None = None, norm: str = "batch",
+                 rngs: nnx.Rngs):
         convs = list(convs)
         if not convs:
             raise ValueError("a GNN needs at least one conv layer")
@@ -137,20 +142,22 @@ class GNN(nnx.Module):
         if pool is not None and (pool not in POOLS or not head):
             raise ValueError(f"pool must be one of {POOLS} and needs head=True; got "
                              f"pool={pool!r}, head={head}")
+        if norm not in NORMS:
+            raise ValueError(f"unknown norm {norm!r}; choose one of {sorted(NORMS)}")
         if head and out_features is None:
             raise ValueError("head=True needs out_features (the number of classes)")
         if not head and out_features is not None and convs[-1].out_features != out_features:
             raise ValueError(f"the last conv outputs {convs[-1].out_features} features but "
                              f"out_features={out_features}")
         self.activation, self.residual, self.has_head = activation, residual, head
-        self.pool = pool
+        self.pool, self.norm = pool, norm
         self.num_hidden = len(convs) if head else len(convs) - 1
         layers, norms, widths = [], [], [in_features]
         for i, spec in enumerate(convs):
             layers.append(build_conv(spec, widths[-1], rngs=rngs))
             widths.append(spec.out_features)
             if batch_norm and i < self.num_hidden:
-                norms.append(BatchNorm(spec.out_features, rngs=rngs))
+                norms.append(NORMS[norm](spec.out_features, rngs=rngs))
         self.convs = nnx.List(layers)
         self.norms = nnx.List(norms)
         self.kinds = tuple(spec.kind for spec in convs)
@@ -176,7 +183,10 @@ class GNN(nnx.Module):
             h = self._conv(i, x, edge_index, edge_weight, edge_attr)
             if i < self.num_hidden:
                 if len(self.norms):
-                    h = self.norms[i](h, mask=node_mask)
+                    if self.norm == "batch":
+                        h = self.norms[i](h, mask=node_mask)
+                    else:
+                        h = self.norms[i](h, batch, num_graphs, mask=node_mask)
                 h = act(h)
                 if self.residual and h.shape == x.shape:
                     h = h + as_dense(x)
@@ -192,6 +202,7 @@ class GNN(nnx.Module):
 
 
 POOLS = ("mean", "sum", "max", "min")
+NORMS = {"batch": BatchNorm, "layer": LayerNorm, "graph": GraphNorm}
 
 
 def _readout(x, pool, batch, num_graphs, node_mask):

@@ -64,9 +64,10 @@ def test_bad_sizes_and_inputs_name_the_argument():
         Batch.from_graphs(GRAPHS, [0, 1])
 
 
-@pytest.mark.parametrize("pool", ["mean", "sum", "max", "min"])
-def test_padding_does_not_change_real_graphs(pool):
-    model = _model(pool, batch_norm=True)
+@pytest.mark.parametrize("pool, norm", [("mean", "batch"), ("sum", "graph"),
+                                        ("max", "layer"), ("min", "batch")])
+def test_padding_does_not_change_real_graphs(pool, norm):
+    model = _model(pool, batch_norm=True, norm=norm)
     model.eval()
     exact = Batch.from_graphs(GRAPHS, pad=False)
     out = model(exact.x, exact.edge_index, batch=exact.batch, num_graphs=5)
@@ -84,8 +85,9 @@ def _loss(model, b):
     return jnp.sum(losses * w) / jnp.sum(w)
 
 
-def test_training_gradients_identical_with_and_without_padding():
-    model = _model("mean", batch_norm=True)
+@pytest.mark.parametrize("norm", ["batch", "graph", "layer"])
+def test_training_gradients_identical_with_and_without_padding(norm):
+    model = _model("mean", batch_norm=True, norm=norm)
     small = Batch.from_graphs(GRAPHS, LABELS)
     big = Batch.from_graphs(GRAPHS, LABELS, num_nodes=128, num_edges=256, num_graphs=32)
     g1 = nnx.grad(_loss)(model, small)
@@ -141,3 +143,12 @@ def test_pool_needs_a_head():
     with pytest.raises(ValueError, match="pool must be one of"):
         GNN(3, [ConvSpec("gcn", 2)], out_features=2, head=True, pool="median",
             rngs=nnx.Rngs(0))
+
+
+def test_graph_norms_under_a_trace_need_num_graphs():
+    model = _model("mean", batch_norm=True, norm="graph")
+    b = Batch.from_graphs(GRAPHS)
+    with pytest.raises(ValueError, match="num_graphs"):
+        nnx.jit(lambda m, b: m(b.x, b.edge_index, batch=b.batch))(model, b)
+    with pytest.raises(ValueError, match="unknown norm"):
+        _model("mean", batch_norm=True, norm="group")

@@ -94,8 +94,6 @@ def test_workspace_switches_between_datasets_and_graphs():
     assert ws.sample == 7 and set(ws.splits()) == {ws.graph_split(7)}
     with pytest.raises(ValueError, match="not edited"):
         ws.add_node()
-    ws.start_race(2)
-    assert len(ws.race_result) == len(JIT_MODES)
     ws.load_preset("karate")
     assert ws.task == "node" and ws.stats().nodes == 34
 
@@ -121,3 +119,30 @@ def test_app_offers_datasets_with_per_graph_predictions():
     at.button(key="t_step").click().run()
     at.button(key="t_step").click().run()
     assert "FROZEN" in " ".join(e.value for e in at.error)
+
+
+@pytest.mark.parametrize("norm", ["graph", "layer", "batch"])
+def test_norm_kinds_train_on_a_dataset_and_on_a_graph(norm):
+    for config in (_config(batch_norm=True, norm=norm), RunConfig(batch_norm=True, norm=norm)):
+        run = Run(config)
+        losses = [run.step().loss for _ in range(3)]
+        assert np.all(np.isfinite(losses)) and losses[-1] < losses[0]
+        report = run.audit()
+        assert report.verdict.status == "training"
+        assert report.has_batch_norm == (norm == "batch")
+    with pytest.raises(ValueError, match="config field 'norm'"):
+        RunConfig(norm="group")
+
+
+def test_app_goes_from_a_dataset_back_to_a_graph_without_losing_widgets():
+    at = AppTest.from_file(str(REPO / "streamlit_app.py"), default_timeout=120).run()
+    at.selectbox(key="g_preset").set_value("cycle_vs_tree").run()
+    at.selectbox(key="m_pool").set_value("max").run()
+    at.selectbox(key="g_preset").set_value("karate").run()  # pool/train-per-class now hidden
+    at.run()
+    at.button(key="m_add_layer").click().run()
+    at.button(key="t_step").click().run()
+    errors = " ".join(e.value for e in at.error)
+    assert not at.exception and "panel hit an error" not in errors, errors
+    ws = at.session_state["workspace"]
+    assert ws.task == "node" and len(ws.config.layers) == 3 and ws.steps_done == 1

@@ -140,10 +140,13 @@ def _drawing(ws: Workspace) -> None:
     st.plotly_chart(fig, key=f"g_plot_{ws.revision}", on_select="rerun",
                     selection_mode=("points", "box", "lasso"),
                     config={"displaylogo": False})
-    st.caption("Click a node to select it (shift-click or lasso for more). Symbols: "
-               "■ train · ◆ val · ● test · ○ in no split.")
     if ws.task == "node":
+        st.caption("Click a node to select it (shift-click or lasso for more). Symbols: "
+                   "■ train · ◆ val · ● test · ○ in no split.")
         _tools(ws, selected)
+    else:
+        st.caption("A dataset graph is shown, not edited; its marker is its split "
+                   "(■ train · ◆ val · ● test).")
 
 
 def _tools(ws: Workspace, selected: list[int]) -> None:

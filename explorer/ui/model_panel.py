@@ -35,7 +35,7 @@ def _load(cfg: RunConfig) -> None:
     _S.m_layers = uids
     for name in ("activation", "dropout", "batch_norm", "residual", "head", "optimizer",
                  "learning_rate", "weight_decay", "features", "seed", "epochs",
-                 "train_per_class", "bucket_padding", "pool"):
+                 "train_per_class", "bucket_padding", "pool", "norm"):
         _S[f"m_{name}"] = getattr(cfg, name)
     _S.m_config = cfg
 
@@ -49,8 +49,8 @@ def _add_layer() -> None:
     uid = _new_uid()
     if _S.m_layers:
         last = _S.m_layers[-1]
-        for field in ("kind", "width", "heads", "aggr"):
-            _S[f"m_{uid}_{field}"] = _S[f"m_{last}_{field}"]
+        for field, default in (("kind", "gcn"), ("width", 16), ("heads", 1), ("aggr", "mean")):
+            _S[f"m_{uid}_{field}"] = _S.get(f"m_{last}_{field}", default)
         _S.m_layers = _S.m_layers[:-1] + [uid, last]  # a new hidden layer before the output
     else:
         _S[f"m_{uid}_kind"], _S[f"m_{uid}_width"] = "gcn", 16
@@ -115,9 +115,13 @@ def render(ws: Workspace) -> None:
     if ws.task == "graph":
         st.selectbox("Readout (pooling)", POOLS, key="m_pool",
                      help="How node embeddings become one vector per graph before the head.")
-    cols = st.columns(2)
-    cols[0].checkbox("BatchNorm", key="m_batch_norm")
-    cols[1].checkbox("Residual", key="m_residual")
+    cols = st.columns(2, vertical_alignment="bottom")
+    cols[0].checkbox("Norm", key="m_batch_norm", help="A norm after each hidden conv.")
+    cols[1].selectbox("Norm kind", ("batch", "layer", "graph"), key="m_norm",
+                      disabled=not _S.m_batch_norm, label_visibility="collapsed",
+                      format_func={"batch": "BatchNorm", "layer": "LayerNorm",
+                                   "graph": "GraphNorm"}.get)
+    st.checkbox("Residual", key="m_residual")
     st.checkbox("Linear head", key="m_head",
                 help="Add a linear layer after the convs (the last conv keeps its width).")
     st.subheader("Optimizer")
@@ -139,8 +143,9 @@ def render(ws: Workspace) -> None:
     cols = st.columns(2)
     cols[0].number_input("Seed", min_value=0, max_value=2**31 - 1, key="m_seed")
     cols[1].number_input("Steps per Play", min_value=1, max_value=100_000, key="m_epochs")
-    st.number_input("Train nodes per class", min_value=1, max_value=1000,
-                    key="m_train_per_class")
+    if ws.task == "node":
+        st.number_input("Train nodes per class", min_value=1, max_value=1000,
+                        key="m_train_per_class")
     st.checkbox("Bucket padding", key="m_bucket_padding",
                      help="Pad nodes and edges to power-of-two buckets: editing the graph "
                           "within a bucket does not recompile.")
@@ -152,8 +157,10 @@ def render(ws: Workspace) -> None:
             learning_rate=float(_S.m_learning_rate),
             weight_decay=float(_S.m_weight_decay), features=_S.m_features,
             seed=int(_S.m_seed), epochs=int(_S.m_epochs),
-            train_per_class=int(_S.m_train_per_class),
-            bucket_padding=bool(_S.m_bucket_padding), pool=_S.m_pool)
+            # widgets drawn only for some tasks lose their state when hidden
+            train_per_class=int(_S.get("m_train_per_class", ws.config.train_per_class)),
+            bucket_padding=bool(_S.m_bucket_padding), pool=_S.get("m_pool", ws.config.pool),
+            norm=_S.m_norm)
     except ValueError as err:
         set_error("model", str(err))
     else:
