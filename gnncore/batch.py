@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from gnncore.graph import Graph, bucket_size
@@ -131,12 +132,13 @@ class Batch:
                 raise ValueError(f"y: {len(y)} labels for {g_real} graphs")
             labels = np.full(num_graphs, -1, np.int32)
             labels[:g_real] = y
-        return cls(graph=union, batch=jax.numpy.asarray(node_graph),
-                   node_mask=jax.numpy.arange(num_nodes) < n_real,
-                   edge_mask=jax.numpy.asarray(edge_mask),
-                   graph_mask=jax.numpy.arange(num_graphs) < g_real,
-                   y=None if labels is None else jax.numpy.asarray(labels),
-                   ptr=jax.numpy.asarray(ptr), num_graphs=num_graphs)
+        # jnp.array: jnp.asarray / jnp.arange compile a program per new shape
+        return cls(graph=union, batch=jnp.array(node_graph),
+                   node_mask=jnp.array(np.arange(num_nodes) < n_real),
+                   edge_mask=jnp.array(edge_mask),
+                   graph_mask=jnp.array(np.arange(num_graphs) < g_real),
+                   y=None if labels is None else jnp.array(labels),
+                   ptr=jnp.array(ptr), num_graphs=num_graphs)
 
     # ------------------------------------------------------------ properties
     @property
