@@ -115,7 +115,7 @@ def render(ws: Workspace) -> None:
     if ws.task == "graph":
         st.selectbox("Readout (pooling)", POOLS, key="m_pool",
                      help="How node embeddings become one vector per graph before the head.")
-    cols = st.columns(2, vertical_alignment="bottom")
+    cols = st.columns([2, 3], vertical_alignment="center")
     cols[0].checkbox("Norm", key="m_batch_norm", help="A norm after each hidden conv.")
     cols[1].selectbox("Norm kind", ("batch", "layer", "graph"), key="m_norm",
                       disabled=not _S.m_batch_norm, label_visibility="collapsed",
