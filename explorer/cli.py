@@ -17,7 +17,7 @@ from explorer.config import JIT_MODES, OPTIMIZERS, LayerConfig, RunConfig
 from explorer.engine import Run, TrainingStopped
 from explorer.graphio import GraphFileError, load_graph_file
 from explorer.race import race
-from explorer.sources import FEATURES, PRESETS
+from explorer.sources import FEATURES, GRAPH_FEATURES, GRAPH_TASKS, PRESETS
 
 MAX_CONFIG_BYTES = 64 * 1024
 
@@ -52,7 +52,8 @@ def _parser() -> argparse.ArgumentParser:
                             ("compare", "the same configuration in every JIT mode")):
         p = sub.add_parser(name, help=help_text)
         p.add_argument("--config", type=Path, help="a saved RunConfig JSON file")
-        p.add_argument("--graph", choices=sorted(PRESETS))
+        p.add_argument("--graph", choices=sorted(PRESETS) + sorted(GRAPH_TASKS),
+                       help="a preset graph, or a graph-classification dataset")
         p.add_argument("--difficulty", type=float, help="0 (easy) to 1, synthetic presets")
         p.add_argument("--features", choices=FEATURES)
         p.add_argument("--mode", choices=list(JIT_MODES))
@@ -64,6 +65,9 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--weight-decay", type=float)
         p.add_argument("--dropout", type=float)
         p.add_argument("--batch-norm", action=argparse.BooleanOptionalAction, default=None)
+        p.add_argument("--norm", choices=("batch", "layer", "graph"))
+        p.add_argument("--pool", choices=("mean", "sum", "max", "min"),
+                       help="readout of a graph-classification dataset")
         p.add_argument("--bucket-padding", action=argparse.BooleanOptionalAction,
                        default=None)
         p.add_argument("--every", type=int, default=10, help="print every N steps")
@@ -111,8 +115,11 @@ def _config(args) -> RunConfig | None:
     changes = {name: getattr(args, name) for name in
                ("graph", "difficulty", "features", "mode", "epochs", "seed", "layers",
                 "optimizer", "learning_rate", "weight_decay", "dropout", "batch_norm",
-                "bucket_padding")
+                "bucket_padding", "norm", "pool")
                if getattr(args, name) is not None}
+    if (changes.get("graph") in GRAPH_TASKS and "features" not in changes
+            and config.features not in GRAPH_FEATURES):
+        changes["features"] = "degree_one_hot"  # node ids mean nothing across graphs
     return RunConfig.from_dict({**config.to_dict(), **_plain(changes)})
 
 

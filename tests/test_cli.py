@@ -98,3 +98,12 @@ def test_inspect_a_bad_file_prints_one_line_and_exits_2(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "bad.csv line 1: header must be" in err
     assert main(["inspect", str(tmp_path / "missing.npz")], out=io.StringIO()) == 2
+
+
+def test_train_a_graph_classification_dataset_from_the_command_line():
+    out = io.StringIO()
+    code = main(["train", "--graph", "cycle_vs_tree", "--layers", "gin:16,gin:16",
+                 "--pool", "sum", "--norm", "graph", "--batch-norm", "--epochs", "5",
+                 "--every", "5"], out=out)
+    text = out.getvalue()
+    assert code == 0 and "graph cycle_vs_tree" in text and "verdict: training" in text
