@@ -167,6 +167,12 @@ class Workspace:
         self._replace_graph(drawing, f"preset: {name}", None, config)
         self.notice = f"Loaded {name}."
 
+    def load_drawing(self, drawing: Drawing, source: str) -> None:
+        """Replace the graph with ``drawing`` (e.g. from a shared link)."""
+        if self.task == "graph":
+            raise ValueError("a drawn graph cannot go with a graph-classification dataset")
+        self._replace_graph(drawing, source, None, self.config)
+
     def load_file(self, filename: str, data: bytes) -> list[str]:
         """Replace the graph with an uploaded file. Raises
         :class:`explorer.graphio.GraphFileError` naming the file and the line or

@@ -344,3 +344,26 @@ def test_screenshots_of_every_panel(app):
         assert path.exists(), f"no screenshot {path}"
         size = path.stat().st_size
         assert size > 10_000, f"{path.name} is only {size} bytes: a blank panel?"
+
+
+def test_the_address_bar_shares_the_run(app):
+    context_a, a = app.session()
+    context_b = None
+    try:
+        choose_mode(a, "jax.jit")
+        press_step(a, 2)
+        url = a.url
+        assert "mode=jax.jit" in url, f"the address bar does not hold the mode: {url}"
+        context_b = app.browser.new_context(viewport=VIEWPORT)
+        b = context_b.new_page()
+        b.goto(url + "&classroom=1")
+        expect(progress(b), "the shared link did not load").to_contain_text(
+            re.compile(r"Step 0 of \d+"), timeout=LOAD_MS)
+        press_step(b, 2)  # the link's mode is jax.jit: the banner must say FROZEN
+        expect(b.get_by_text("FROZEN").first).to_be_visible(timeout=STEP_MS)
+        assert b.get_by_text("Classroom link").count() == 1, "classroom flag not applied"
+        assert b.locator(".st-key-m_add_layer").count() == 0, "model panel shown in class"
+    finally:
+        if context_b is not None:
+            context_b.close()
+        context_a.close()

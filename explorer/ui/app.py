@@ -10,7 +10,7 @@ from __future__ import annotations
 import streamlit as st
 
 from explorer.ui import diagnose_panel, graph_panel, model_panel, train_panel
-from explorer.ui.common import guard, workspace
+from explorer.ui.common import classroom, guard, sync_link, workspace
 
 TITLE = "GNN JIT Explorer"
 
@@ -19,12 +19,17 @@ def main() -> None:
     st.set_page_config(page_title=TITLE, page_icon=":material/hub:", layout="wide")
     ws = workspace()
     with st.sidebar:
-        guard("model", model_panel.render, ws)
+        if classroom():
+            st.caption("Classroom link: the model settings are fixed by the link.")
+        else:
+            guard("model", model_panel.render, ws)
     st.title(TITLE)
     st.caption(
         "Draw or load a graph, stack GNN layers, pick a JIT mode and train live. Switch the "
         "mode to `jax.jit` to see frozen training: a step that mutates Flax NNX modules "
         "inside plain `jax.jit` loses every update, with no error.")
+    for notice in st.session_state.pop("link_notices", ()):  # shown once
+        st.warning(f"Link: {notice}", icon=":material/link_off:")
     if ws.notice:
         st.info(ws.notice, icon=":material/info:")
     graph_col, train_col = st.columns([1.15, 1], gap="large")
@@ -34,3 +39,5 @@ def main() -> None:
         guard("train", train_panel.render, ws)
     st.divider()
     guard("diagnose", diagnose_panel.render, ws)
+    sync_link(ws)
+    st.caption("The address bar holds this run's settings and graph: copy it to share the run.")

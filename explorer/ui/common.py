@@ -3,10 +3,12 @@ verdict banner."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 import streamlit as st
 
+from explorer import links
 from explorer.audit import AuditReport
 from explorer.workspace import Workspace
 
@@ -14,10 +16,35 @@ log = logging.getLogger("explorer.ui")
 
 
 def workspace() -> Workspace:
-    """This browser session's workspace (created on first use; never shared)."""
+    """This browser session's workspace, created on first use from the page's
+    link (query parameters); never shared between sessions."""
     if "workspace" not in st.session_state:
-        st.session_state.workspace = Workspace()
+        link = links.decode(st.query_params.to_dict())
+        ws = Workspace(link.config)
+        if link.drawing is not None:
+            try:
+                ws.load_drawing(link.drawing, "shared link")
+            except ValueError as err:
+                link = dataclasses.replace(link, notices=link.notices + (str(err),))
+        st.session_state.workspace = ws
+        st.session_state.classroom = link.classroom
+        st.session_state.link_notices = link.notices
     return st.session_state.workspace
+
+
+def classroom() -> bool:
+    """The link's classroom flag: advanced controls hidden."""
+    return bool(st.session_state.get("classroom"))
+
+
+def sync_link(ws: Workspace) -> None:
+    """Keep the address bar's query parameters equal to the current run, so
+    that copying the URL shares it."""
+    edited = not ws.source.startswith(("preset", "dataset")) or len(ws.history) > 1
+    params = links.encode(ws.config, ws.drawing if edited and ws.task == "node" else None,
+                          classroom=classroom())
+    if params != st.query_params.to_dict():
+        st.query_params.from_dict(params)
 
 
 def guard(name: str, render, *args) -> None:

@@ -10,7 +10,7 @@ import streamlit as st
 from explorer import plots
 from explorer.graphio import FORMATS, GraphFileError
 from explorer.sources import GRAPH_TASKS, PRESETS
-from explorer.ui.common import attempt, set_error, show_error
+from explorer.ui.common import attempt, classroom, set_error, show_error
 from explorer.workspace import Workspace
 
 COLOUR_BY = ("label", "prediction", "embedding")
@@ -55,6 +55,8 @@ def _source(ws: Workspace) -> None:
         st.slider("Difficulty", 0.0, 1.0, step=0.05, key="g_difficulty",
                   on_change=_load_preset, args=(ws,),
                   help="0 = classes are easy to separate from the structure; 1 = hard.")
+    if classroom():
+        return
     uploaded = st.file_uploader(
         "…or upload a graph", type=sorted(ext.lstrip(".") for ext in FORMATS), key="g_upload",
         help="Edge list (.edgelist/.txt), CSV (source,target[,weight]), node-link JSON, "

@@ -1,0 +1,201 @@
+"""Shareable links: a run's settings and its drawn graph as URL query parameters.
+
+``encode`` writes only what differs from the defaults, readably
+(``?mode=jax.jit&layers=gcn-16,gat-8-h4&seed=3``); a drawn or uploaded graph
+travels compactly in ``g`` (zlib-compressed JSON, base64url). ``decode`` never
+raises: anything over-long, unknown or tampered falls back to the default and
+is reported in ``notices``. Nothing is evaluated or unpickled.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import dataclasses
+import json
+import zlib
+from collections.abc import Mapping
+
+from explorer.config import LayerConfig, RunConfig
+from explorer.drawing import MAX_NODES, Drawing
+from explorer.sources import GRAPH_TASKS
+
+__all__ = ["MAX_LINK_CHARS", "Link", "decode", "encode"]
+
+MAX_LINK_CHARS = 8000  # every parameter together; a longer link is ignored
+MAX_GRAPH_BYTES = 200_000  # the graph blob once decompressed
+_DEFAULTS = RunConfig()
+_SCALARS = [f.name for f in dataclasses.fields(RunConfig) if f.name != "layers"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Link:
+    """What a link holds."""
+
+    config: RunConfig
+    drawing: Drawing | None = None  # None: the config's preset graph
+    classroom: bool = False
+    notices: tuple[str, ...] = ()
+
+
+# ------------------------------------------------------------------ layers
+def _layers_text(layers) -> str:
+    parts = []
+    for la in layers:
+        text = f"{la.kind}-{la.width}"
+        if "heads" in la.options:
+            text += f"-h{int(la.options['heads'])}"
+        if "aggr" in la.options:
+            text += f"-{la.options['aggr']}"
+        parts.append(text)
+    return ",".join(parts)
+
+
+def _parse_layers(text: str) -> tuple[LayerConfig, ...]:
+    layers = []
+    for part in text.split(","):
+        bits = part.strip().split("-")
+        if len(bits) < 2 or not bits[1].isdigit():
+            raise ValueError(f"layer {part!r}: write kind-width, e.g. gcn-16 or gat-8-h4")
+        options: dict = {}
+        for extra in bits[2:]:
+            if extra.startswith("h") and extra[1:].isdigit():
+                options["heads"] = int(extra[1:])
+            elif extra in ("mean", "max", "sum", "min"):
+                options["aggr"] = extra
+            else:
+                raise ValueError(f"layer {part!r}: unknown option {extra!r}")
+        layers.append(LayerConfig(bits[0], int(bits[1]), options))
+    return tuple(layers)
+
+
+# ------------------------------------------------------------------- graph
+def _graph_blob(drawing: Drawing) -> str:
+    data = {"n": drawing.num_nodes, "e": [list(e) for e in drawing.edges],
+            "y": list(drawing.labels)}
+    if drawing.names != tuple(str(i) for i in range(drawing.num_nodes)):
+        data["names"] = list(drawing.names)
+    if drawing.directed:
+        data["d"] = 1
+    raw = json.dumps(data, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(zlib.compress(raw, 9)).decode().rstrip("=")
+
+
+def _parse_graph(blob: str, seed: int) -> Drawing:
+    try:
+        packed = base64.urlsafe_b64decode(blob + "=" * (-len(blob) % 4))
+        inflater = zlib.decompressobj()
+        raw = inflater.decompress(packed, MAX_GRAPH_BYTES)
+        if inflater.unconsumed_tail:
+            raise ValueError("the graph is too large for a link")
+        data = json.loads(raw)
+    except (binascii.Error, zlib.error, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"the graph blob is not valid ({type(err).__module__}."
+                         f"{type(err).__name__})") from None
+    if not isinstance(data, dict):
+        raise ValueError("the graph must be a JSON object")
+    n = data.get("n")
+    if not isinstance(n, int) or not 1 <= n <= MAX_NODES:
+        raise ValueError(f"the graph needs 1 to {MAX_NODES} nodes")
+    names = data.get("names", [str(i) for i in range(n)])
+    labels = data.get("y", [-1] * n)
+    edges = data.get("e", [])
+    if (not isinstance(names, list) or len(names) != n or len(set(map(str, names))) != n
+            or not isinstance(labels, list) or len(labels) != n
+            or not all(isinstance(v, int) and -1 <= v < 64 for v in labels)):
+        raise ValueError("the graph's names or labels do not match its node count")
+    if not isinstance(edges, list) or not all(
+            isinstance(e, list) and len(e) == 2
+            and all(isinstance(v, int) and 0 <= v < n for v in e) for e in edges):
+        raise ValueError("the graph's edges must be pairs of node indices")
+    drawing = Drawing(names=tuple(map(str, names)), labels=tuple(labels),
+                      positions=(None,) * n, directed=bool(data.get("d", 0)))
+    for u, v in edges:
+        drawing = drawing.add_edge(u, v)
+    return drawing.layout("spring", seed=seed)
+
+
+# ------------------------------------------------------------------ public
+def encode(config: RunConfig, drawing: Drawing | None = None, *,
+           classroom: bool = False) -> dict[str, str]:
+    """Query parameters for ``config`` (only non-default fields) and, when
+    given, the drawn graph (``drawing``: anything that is not the preset)."""
+    params: dict[str, str] = {}
+    for name in _SCALARS:
+        value = getattr(config, name)
+        if value != getattr(_DEFAULTS, name):
+            params[name] = (("1" if value else "0") if isinstance(value, bool)
+                            else str(value))
+    if config.layers != _DEFAULTS.layers:
+        params["layers"] = _layers_text(config.layers)
+    if drawing is not None:
+        params["g"] = _graph_blob(drawing)
+    if classroom:
+        params["classroom"] = "1"
+    return params
+
+
+def decode(params: Mapping[str, str]) -> Link:
+    """The link's config, graph and classroom flag. Never raises: a bad or
+    unknown parameter is dropped (its default is used) with a notice."""
+    params = {str(k): str(v) for k, v in params.items()}
+    notices: list[str] = []
+    if sum(len(k) + len(v) for k, v in params.items()) > MAX_LINK_CHARS:
+        return Link(RunConfig(), notices=(
+            f"the link is longer than {MAX_LINK_CHARS} characters: default settings used",))
+    known = set(_SCALARS) | {"layers", "g", "classroom", "lesson"}
+    for name in sorted(set(params) - known):
+        notices.append(f"unknown link parameter {name!r} ignored")
+    data = RunConfig().to_dict()
+    for name in _SCALARS:
+        if name not in params:
+            continue
+        default, text = getattr(_DEFAULTS, name), params[name]
+        try:
+            if isinstance(default, bool):
+                if text not in ("0", "1", "true", "false"):
+                    raise ValueError("must be 0 or 1")
+                data[name] = text in ("1", "true")
+            elif isinstance(default, int):
+                data[name] = int(text)
+            elif isinstance(default, float):
+                data[name] = float(text)
+            else:
+                data[name] = text
+        except ValueError as err:
+            notices.append(f"link parameter {name}={text[:40]!r} ignored: {err}")
+    if "layers" in params:
+        try:
+            data["layers"] = [{"kind": la.kind, "width": la.width, "options": dict(la.options)}
+                              for la in _parse_layers(params["layers"])]
+        except ValueError as err:
+            notices.append(f"link parameter layers ignored: {err}")
+    # Validate together; a field the config refuses goes back to its default.
+    for _ in range(len(data) + 1):
+        try:
+            config = RunConfig.from_dict(data)
+            break
+        except ValueError as err:
+            field = str(err).split("'")[1].split("[")[0] if "'" in str(err) else ""
+            if field == "features" and data.get("graph") in GRAPH_TASKS:
+                data["features"] = "degree_one_hot"  # node ids mean nothing across graphs
+                continue
+            if field not in data or data[field] == RunConfig().to_dict()[field]:
+                notices.append(f"link settings ignored ({err}): default settings used")
+                config = RunConfig()
+                break
+            notices.append(f"link parameter {field} ignored: {err}")
+            data[field] = RunConfig().to_dict()[field]
+    else:  # pragma: no cover - every pass resets one field
+        config = RunConfig()
+    drawing = None
+    if "g" in params:
+        if config.task == "graph":
+            notices.append("a drawn graph cannot go with a graph-classification dataset: "
+                           "graph ignored")
+        else:
+            try:
+                drawing = _parse_graph(params["g"], config.seed)
+            except ValueError as err:
+                notices.append(f"link graph ignored: {err}")
+    return Link(config, drawing, params.get("classroom") in ("1", "true"), tuple(notices))
