@@ -108,7 +108,8 @@ def _colours(ws: Workspace, by: str, layer: int) -> tuple[list[str], list[int] |
             pred = [int(run.predictions()[ws.sample])] * d.num_nodes
             return plots.label_colours(pred), pred
         if by == "embedding":
-            hidden = run.embeddings()[min(layer, len(run.embeddings()) - 1)]
+            layers = run.embeddings()
+            hidden = layers[min(layer, len(layers) - 1)]
             ptr = run.batch_data.ptr
             rows = hidden[int(ptr[ws.sample]):int(ptr[ws.sample + 1])]
             return plots.embedding_colours(rows), None
@@ -214,8 +215,7 @@ def _edge_table(ws: Workspace) -> None:
                "follow. Rows missing an end are ignored.")
 
 
-def _dataset(ws: Workspace) -> None:
-    table = ws.graph_table()
+def _dataset(ws: Workspace, table: list[dict]) -> None:
     run = ws.run
     cols = st.columns(4)
     cols[0].metric("Graphs", len(table))
@@ -237,8 +237,8 @@ def _show_sample(ws: Workspace, key: str) -> None:
     ws.show_sample(int(_S[key]))
 
 
-def _predictions(ws: Workspace) -> None:
-    table = pd.DataFrame(ws.graph_table())
+def _predictions(rows: list[dict]) -> None:
+    table = pd.DataFrame(rows)
     if table.empty:
         return
     for split in ("train", "val", "test"):
@@ -252,7 +252,8 @@ def render(ws: Workspace) -> None:
     st.header("Graph")
     _source(ws)
     if ws.task == "graph":
-        _dataset(ws)
+        table = ws.graph_table()  # one eval forward per redraw, shared below
+        _dataset(ws, table)
     else:
         s = ws.stats()
         cols = st.columns(4)
@@ -265,7 +266,7 @@ def render(ws: Workspace) -> None:
     st.fragment(run_every=LIVE_EVERY_S if live else None)(_drawing)(ws)
     if ws.task == "graph":
         with st.expander("Per-graph predictions", expanded=True):
-            _predictions(ws)
+            _predictions(table)
     else:
         with st.expander(f"Edge table ({len(ws.drawing.edges)} edges)"):
             _edge_table(ws)
