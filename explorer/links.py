@@ -18,6 +18,7 @@ from collections.abc import Mapping
 
 from explorer.config import LayerConfig, RunConfig
 from explorer.drawing import MAX_NODES, Drawing
+from explorer.lessons import find as find_lesson
 from explorer.sources import GRAPH_TASKS
 
 __all__ = ["MAX_LINK_CHARS", "Link", "decode", "encode"]
@@ -36,6 +37,7 @@ class Link:
     drawing: Drawing | None = None  # None: the config's preset graph
     classroom: bool = False
     notices: tuple[str, ...] = ()
+    lesson: str | None = None  # a lesson key (explorer.lessons), opened on arrival
 
 
 # ------------------------------------------------------------------ layers
@@ -117,9 +119,10 @@ def _parse_graph(blob: str, seed: int) -> Drawing:
 
 # ------------------------------------------------------------------ public
 def encode(config: RunConfig, drawing: Drawing | None = None, *,
-           classroom: bool = False) -> dict[str, str]:
+           classroom: bool = False, lesson: str | None = None) -> dict[str, str]:
     """Query parameters for ``config`` (only non-default fields) and, when
-    given, the drawn graph (``drawing``: anything that is not the preset)."""
+    given, the drawn graph (``drawing``: anything that is not the preset) and
+    the open lesson's key."""
     params: dict[str, str] = {}
     for name in _SCALARS:
         value = getattr(config, name)
@@ -132,6 +135,8 @@ def encode(config: RunConfig, drawing: Drawing | None = None, *,
         params["g"] = _graph_blob(drawing)
     if classroom:
         params["classroom"] = "1"
+    if lesson:
+        params["lesson"] = lesson
     return params
 
 
@@ -198,4 +203,12 @@ def decode(params: Mapping[str, str]) -> Link:
                 drawing = _parse_graph(params["g"], config.seed)
             except ValueError as err:
                 notices.append(f"link graph ignored: {err}")
-    return Link(config, drawing, params.get("classroom") in ("1", "true"), tuple(notices))
+    lesson = None
+    if "lesson" in params:
+        found = find_lesson(params["lesson"])
+        if found is None:
+            notices.append(f"unknown lesson {params['lesson'][:40]!r} ignored")
+        else:
+            lesson = found.key
+    return Link(config, drawing, params.get("classroom") in ("1", "true"), tuple(notices),
+                lesson)

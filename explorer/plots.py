@@ -268,11 +268,15 @@ def _line_layout(fig: go.Figure, *, height: int, ytitle: str, uirevision: str,
 
 # ------------------------------------------------------------ training curves
 def loss_figure(steps: Sequence[float], losses: Sequence[float], *,
-                title: str = "Training loss", height: int = 300) -> go.Figure:
-    """Training loss against step."""
+                title: str = "Training loss", height: int = 300,
+                y_range: tuple[float, float] | None = None) -> go.Figure:
+    """Training loss against step (``y_range`` fixes the axis, e.g. to compare
+    two charts side by side)."""
     if len(steps) == 0:
         return _empty_figure(EMPTY_RUN, height, "loss")
     fig = go.Figure(go.Scatter(x=list(steps), y=list(losses), mode="lines", name="loss"))
+    if y_range is not None:
+        fig.update_yaxes(range=list(y_range))
     return _line_layout(fig, height=height, ytitle="loss", uirevision="loss", title=title)
 
 
@@ -332,6 +336,22 @@ def heatmap_figure(paths: Sequence[str], rel_changes, *, steps: Sequence[float] 
     )
     if not np.any(rel > 0):
         _annotate(fig, "Blank map: no variable changed in any step — training is frozen")
+    return fig
+
+
+def mask_figure(masks, *, height: int = 170) -> go.Figure:
+    """Dropout masks, one row per draw (1 = unit kept, 0 = dropped): identical
+    rows are the frozen-dropout symptom."""
+    z = np.asarray(masks, dtype=np.float64)
+    if z.ndim != 2 or z.size == 0:
+        return _empty_figure("No masks drawn", height, "masks")
+    fig = go.Figure(go.Heatmap(
+        z=z, x=list(range(z.shape[1])), y=[f"draw {i + 1}" for i in range(z.shape[0])],
+        zmin=0, zmax=1, colorscale=[[0, "#f2f2f2"], [1, "#1f77b4"]], showscale=False,
+        xgap=2, ygap=2, hovertemplate="%{y}, unit %{x}: %{z}<extra></extra>"))
+    fig.update_layout(height=height, xaxis_title="unit (blue = kept)",
+                      yaxis={"autorange": "reversed"}, uirevision="masks",
+                      margin={"l": 10, "r": 10, "t": 10, "b": 40}, plot_bgcolor="white")
     return fig
 
 

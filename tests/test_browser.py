@@ -367,3 +367,30 @@ def test_the_address_bar_shares_the_run(app):
         if context_b is not None:
             context_b.close()
         context_a.close()
+
+
+def test_a_link_opens_a_lesson_and_the_fix_goes_side_by_side(app):
+    context = app.browser.new_context(viewport=VIEWPORT)
+    try:
+        page = context.new_page()
+        page.goto(app.url + "?lesson=frozen-params&classroom=1", timeout=LOAD_MS)
+        card = page.locator(".st-key-l_card")
+        expect(card, "the lesson from the link never opened").to_contain_text(
+            "Lesson 1: jax.jit around a mutating step", timeout=LOAD_MS)
+        expect(card.get_by_text("FROZEN — jax.jit (the pitfall)")).to_be_visible(
+            timeout=COMPILE_MS)
+        # The lesson trained the explorer's own run: its chart and banner agree.
+        expect(progress(page)).to_contain_text("Step 10 of", timeout=STEP_MS)
+        expect(column(page, "Train").get_by_text("FROZEN").first).to_be_visible()
+        click(page, "l_fix")
+        expect(card.get_by_text("TRAINING — nnx.jit (the fix)")).to_be_visible(
+            timeout=COMPILE_MS)
+        expect(card.get_by_text("FROZEN — jax.jit (the pitfall)")).to_be_visible()
+        expect(column(page, "Train").get_by_text("TRAINING").first).to_be_visible(
+            timeout=STEP_MS)
+        assert "lesson=frozen-params" in page.url, page.url
+        wait_idle(page)
+        size = shoot(card, "lesson_side_by_side.png").stat().st_size
+        assert size > 10_000, f"the lesson screenshot is only {size} bytes"
+    finally:
+        context.close()

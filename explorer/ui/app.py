@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explorer.ui import diagnose_panel, graph_panel, model_panel, train_panel
+from explorer.ui import diagnose_panel, graph_panel, lesson_panel, model_panel, train_panel
 from explorer.ui.common import classroom, guard, sync_link, workspace
 
 TITLE = "GNN JIT Explorer"
@@ -30,6 +30,7 @@ def main() -> None:
         "inside plain `jax.jit` loses every update, with no error.")
     for notice in st.session_state.pop("link_notices", ()):  # shown once
         st.warning(f"Link: {notice}", icon=":material/link_off:")
+    guard("lesson", lesson_panel.render, ws)
     if ws.notice:
         st.info(ws.notice, icon=":material/info:")
     graph_col, train_col = st.columns([1.15, 1], gap="large")

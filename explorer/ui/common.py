@@ -29,6 +29,7 @@ def workspace() -> Workspace:
         st.session_state.workspace = ws
         st.session_state.classroom = link.classroom
         st.session_state.link_notices = link.notices
+        st.session_state.lesson = link.lesson
     return st.session_state.workspace
 
 
@@ -42,7 +43,7 @@ def sync_link(ws: Workspace) -> None:
     that copying the URL shares it."""
     edited = not ws.source.startswith(("preset", "dataset")) or len(ws.history) > 1
     params = links.encode(ws.config, ws.drawing if edited and ws.task == "node" else None,
-                          classroom=classroom())
+                          classroom=classroom(), lesson=st.session_state.get("lesson"))
     if params != st.query_params.to_dict():
         st.query_params.from_dict(params)
 

@@ -1,0 +1,145 @@
+"""Lesson panel: one click shows a JIT pitfall, its symptom and its fix.
+
+Picking a lesson sets up the explorer (graph, model, mode) where the lesson
+trains, runs it and shows the measured symptom with a short explanation;
+"apply the fix" runs the fix and puts both side by side. The results live in
+this session's state only.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from explorer import plots
+from explorer.config import RunConfig
+from explorer.lessons import LESSONS, Lesson, Outcome, find
+from explorer.workspace import Workspace
+
+_S = st.session_state
+NO_LESSON = ""
+#: lessons whose pitfall and fix are observed on the explorer's own run
+TRAINS_IN_EXPLORER = {"frozen-params", "frozen-dropout", "frozen-batchnorm"}
+
+
+def active() -> Lesson | None:
+    """The lesson on show (from the picker or the page's link)."""
+    key = _S.get("lesson")
+    return find(key) if key else None
+
+
+def open_lesson(key: str | None) -> None:
+    """Show lesson ``key`` (``None`` closes the panel); it runs on the next render."""
+    _S.lesson = key or None
+    _S.lesson_results = {}
+
+
+def _picked() -> None:
+    open_lesson(_S.l_pick or None)
+
+
+def _load_setup(ws: Workspace, lesson: Lesson, config: RunConfig) -> None:
+    """Put the lesson's graph, model and mode into the explorer's panels."""
+    loaded_seed = None
+    if ws.task == "graph" or ws.source != f"preset: {config.graph}":
+        ws.load_preset(config.graph, difficulty=config.difficulty)
+        loaded_seed = ws.config.seed
+    if not ws.set_config(config):
+        ws.reset()
+    if loaded_seed is not None and loaded_seed != config.seed:  # presets depend on the seed
+        ws.load_preset(config.graph, difficulty=config.difficulty)
+    ws.notice = (f"Lesson {lesson.number} set up the explorer: {config.graph}, mode "
+                 f"{config.mode}" + (", bucket padding" if config.bucket_padding else "")
+                 + ".")
+
+
+def run_side(ws: Workspace, lesson: Lesson, side: str) -> Outcome:
+    """Run the lesson's ``pitfall`` or ``fix``; where the lesson trains, it
+    trains the explorer's own run, so the main charts show it too."""
+    config = lesson.setup if side == "pitfall" else lesson.fix_setup
+    if config is not None:
+        _load_setup(ws, lesson, config)
+        if lesson.key in TRAINS_IN_EXPLORER and ws.run is not None:
+            for _ in range(lesson.steps):
+                ws.step()
+            return getattr(lesson, side)(ws.run)
+    return getattr(lesson, side)()
+
+
+def _shared_range(*outcomes: Outcome) -> tuple[float, float] | None:
+    """One loss axis for both columns, so that flat and falling compare."""
+    losses = [v for o in outcomes for v in o.losses]
+    if not losses:
+        return None
+    lo, hi = min(losses), max(losses)
+    pad = max(0.05 * (hi - lo), 0.01)
+    return lo - pad, hi + pad
+
+
+def _outcome(outcome: Outcome, side: str, y_range=None) -> None:
+    banner = st.success if outcome.good else st.error
+    banner(f"**{outcome.verdict}** — {outcome.label}",
+           icon=":material/check_circle:" if outcome.good else ":material/error:")
+    st.markdown(outcome.summary)
+    if outcome.evidence:
+        st.markdown("\n".join(f"- {e}" for e in outcome.evidence))
+    if outcome.matrix:
+        st.plotly_chart(plots.mask_figure(outcome.matrix), key=f"l_{side}_masks",
+                        config={"displaylogo": False})
+    elif outcome.losses:
+        steps = list(range(1, len(outcome.losses) + 1))
+        st.plotly_chart(plots.loss_figure(steps, outcome.losses, height=220, y_range=y_range),
+                        key=f"l_{side}_loss", config={"displaylogo": False})
+    if outcome.rows:
+        st.dataframe(list(outcome.rows), hide_index=True, key=f"l_{side}_rows")
+    if outcome.code:
+        st.code(outcome.code, language="python")
+
+
+def render(ws: Workspace) -> None:
+    options = [NO_LESSON] + [lesson.key for lesson in LESSONS]
+    current = _S.get("lesson") or NO_LESSON
+    if _S.get("l_pick") != current:
+        _S.l_pick = current
+    titles = {lesson.key: f"{lesson.number}. {lesson.title}" for lesson in LESSONS}
+    st.selectbox("Lesson", options, key="l_pick", on_change=_picked,
+                 format_func=lambda k: titles.get(k, "Pick a lesson: one JIT pitfall, "
+                                                      "its symptom and its fix"),
+                 help="Each lesson sets up a graph, a model and a JIT mode, runs it and "
+                      "shows the symptom; 'apply the fix' shows both side by side.")
+    lesson = active()
+    if lesson is None:
+        return
+    results = _S.setdefault("lesson_results", {})
+    if results.get("key") != lesson.key:
+        results.clear()
+        results["key"] = lesson.key
+    if "pitfall" not in results:
+        with st.spinner(f"Lesson {lesson.number}: setting up, running and measuring…"):
+            results["pitfall"] = run_side(ws, lesson, "pitfall")
+        st.rerun()  # redraw every panel with the lesson's setup
+    with st.container(border=True, key="l_card"):
+        st.subheader(f"Lesson {lesson.number}: {lesson.title}")
+        st.markdown(lesson.explanation)
+        st.caption(f":material/visibility: **Look at:** {lesson.symptom}")
+        if "fix" not in results:
+            _outcome(results["pitfall"], "pitfall")
+            if st.button(lesson.fix_label, key="l_fix", type="primary",
+                         icon=":material/build:"):
+                with st.spinner("Applying the fix…"):
+                    results["fix"] = run_side(ws, lesson, "fix")
+                st.rerun()
+        else:
+            left, right = st.columns(2, gap="medium")
+            y_range = _shared_range(results["pitfall"], results["fix"])
+            with left:
+                _outcome(results["pitfall"], "pitfall", y_range)
+            with right:
+                _outcome(results["fix"], "fix", y_range)
+        left, right, _ = st.columns([1, 1, 2])
+        if "fix" in results and left.button("Show the pitfall again", key="l_again",
+                                            icon=":material/replay:"):
+            results.pop("fix")
+            results.pop("pitfall")
+            st.rerun()
+        right.button("Close the lesson", key="l_close", on_click=open_lesson, args=(None,),
+                     icon=":material/close:")

@@ -1,0 +1,163 @@
+"""Classroom lessons: each runs in the app, shows its measured symptom and,
+after "apply the fix", the fix beside it; the measurements behind each
+verdict are checked too (a lesson cannot pass by printing a canned result)."""
+
+import re
+
+import numpy as np
+import pytest
+from conftest import REPO
+from streamlit.testing.v1 import AppTest
+
+from explorer import lessons, links
+from explorer.config import RunConfig
+from explorer.lessons import LESSONS
+
+# lesson key -> (pitfall verdict, fix verdict), as the banners show them
+VERDICTS = {
+    "frozen-params": ("FROZEN", "TRAINING"),
+    "frozen-dropout": ("SAME MASK", "NEW MASK EACH STEP"),
+    "frozen-batchnorm": ("STATS FROZEN", "STATS UPDATED"),
+    "functional-loop": ("STALE OBJECTS", "UP TO DATE"),
+    "overhead": ("PYTHON OVERHEAD", "OVERHEAD SKIPPED"),
+    "pool-size": ("ValueError", "COMPILES"),
+    "norm-batch-size": ("ValueError", "COMPILES"),
+    "dynamic-shapes": ("2 ERRORS", "COMPILES"),
+    "gcn-cached": ("2 ERRORS", "COMPILES"),
+    "retracing": ("6 TRACES", "1 TRACE"),
+    "timing": (re.compile(r"[\d.]+ ms\?"), re.compile(r"[\d.]+ ms")),
+}
+
+
+@pytest.fixture(autouse=True)
+def smaller_large_graph(monkeypatch):
+    monkeypatch.setattr(lessons, "LARGE_NODES", 6000)
+
+
+def _texts(elements):
+    return [e.value for e in elements]
+
+
+def _banner(texts, verdict, label):
+    pattern = verdict if isinstance(verdict, re.Pattern) else re.compile(re.escape(verdict))
+    return any(t.endswith(f"— {label}") and pattern.fullmatch(t[2:t.index("** — ")])
+               for t in texts)
+
+
+def _check_measurements(key, pitfall, fix, ws):
+    """What each verdict rests on."""
+    if key == "frozen-params":
+        assert len(set(pitfall.losses)) == 1 and len(pitfall.losses) == 10
+        assert fix.losses[-1] < fix.losses[0]
+        assert ws.config.mode == "nnx.jit" and ws.audit().verdict.status == "training"
+    elif key == "frozen-dropout":
+        assert len(set(pitfall.matrix)) == 1 and len(pitfall.matrix) == 4
+        assert len(set(fix.matrix)) == 4
+    elif key == "frozen-batchnorm":
+        assert all(r["running mean"] == 0 and r["running var"] == 1 for r in pitfall.rows)
+        assert any(r["running mean"] != 0 for r in fix.rows)
+    elif key == "functional-loop":
+        assert "0 of 4 parameters differ" in pitfall.summary
+        assert "4 of 4 parameters changed" in fix.summary
+        assert pitfall.losses == fix.losses and pitfall.losses[-1] < pitfall.losses[0]
+    elif key == "overhead":
+        times = {(r["graph"].split()[0], r["mode"]): r["median step ms"] for r in fix.rows}
+        assert len(times) == 6
+        # The tiny graph is where the per-call Python walk shows.
+        assert times["karate", "nnx.jit"] > times["karate", "functional"]
+    elif key in ("pool-size", "norm-batch-size"):
+        assert ("size=" if key == "pool-size" else "num_graphs=") in pitfall.summary
+        assert len(fix.rows) == 4
+        if key == "norm-batch-size":
+            assert all(abs(r["mean of output"]) < 1e-4 for r in fix.rows)
+    elif key == "dynamic-shapes":
+        assert "NonConcreteBooleanIndexError" in pitfall.evidence[0]
+        assert "coalesce is eager-only" in pitfall.evidence[1]
+        assert all(r["slots kept"] == 2 for r in fix.rows)
+    elif key == "gcn-cached":
+        assert "empty cache" in pitfall.evidence[0]
+        assert "must run eagerly" in pitfall.evidence[1]
+        assert "max |difference|" in fix.summary
+    elif key == "retracing":
+        assert [r["traced"] for r in pitfall.rows] == ["yes"] * 6
+        assert [r["traced"] for r in fix.rows] == ["yes"] + ["no"] * 5
+        assert [r["edges"] for r in fix.rows] == [156, 158, 160, 162, 164, 166]
+    elif key == "timing":
+        naive, synced = (r["ms per step"] for r in fix.rows)
+        assert 0 < naive < synced
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=[lesson.key for lesson in LESSONS])
+def test_each_lesson_shows_its_symptom_then_the_fix_side_by_side(lesson):
+    at = AppTest.from_file(str(REPO / "streamlit_app.py"), default_timeout=180)
+    at.query_params["lesson"] = lesson.key
+    at.run()
+    assert not at.exception, at.exception
+    assert f"Lesson {lesson.number}: {lesson.title}" in _texts(at.subheader)
+    assert lesson.explanation in _texts(at.markdown)
+    pitfall_verdict, fix_verdict = VERDICTS[lesson.key]
+    results = at.session_state["lesson_results"]
+    pitfall = results["pitfall"]
+    assert _banner(_texts(at.error), pitfall_verdict, pitfall.label), _texts(at.error)
+    assert not pitfall.good and pitfall.summary in _texts(at.markdown)
+    assert "fix" not in results
+
+    at.button(key="l_fix").click().run()
+    assert not at.exception, at.exception
+    assert not any("panel hit an error" in t for t in _texts(at.error))
+    fix = at.session_state["lesson_results"]["fix"]
+    assert fix.good and fix.summary in _texts(at.markdown)
+    assert _banner(_texts(at.success), fix_verdict, fix.label), _texts(at.success)
+    assert _banner(_texts(at.error), pitfall_verdict, pitfall.label)  # still beside it
+    assert at.query_params["lesson"] == lesson.key
+    _check_measurements(lesson.key, pitfall, fix, at.session_state["workspace"])
+
+    at.button(key="l_close").click().run()
+    assert "lesson" not in at.query_params
+    assert not any(s.startswith("Lesson ") for s in _texts(at.subheader))
+
+
+def test_lessons_that_train_set_up_the_explorer_and_its_verdict_changes():
+    at = AppTest.from_file(str(REPO / "streamlit_app.py"), default_timeout=180)
+    at.run()
+    at.selectbox(key="g_preset").set_value("petersen").run()  # the lesson must replace it
+    at.selectbox(key="l_pick").set_value("frozen-batchnorm").run()
+    assert not at.exception, at.exception
+    ws = at.session_state["workspace"]
+    assert ws.source == "preset: karate"
+    assert (ws.config.mode, ws.config.batch_norm, ws.steps_done) == ("jax.jit", True, 10)
+    assert ws.audit().verdict.status == "frozen"
+    assert at.sidebar.checkbox(key="m_batch_norm").value is True  # the model panel follows
+    at.button(key="l_fix").click().run()
+    ws = at.session_state["workspace"]
+    assert (ws.config.mode, ws.steps_done) == ("nnx.jit", 10)
+    assert ws.audit().verdict.status == "training"
+
+
+def test_lesson_links_round_trip_and_unknown_lessons_are_refused_with_a_notice():
+    for lesson in LESSONS:
+        params = links.encode(RunConfig(), lesson=lesson.key)
+        assert links.decode(params).lesson == lesson.key
+        assert links.decode({"lesson": str(lesson.number)}).lesson == lesson.key
+    bad = links.decode({"lesson": "nope<script>"})
+    assert bad.lesson is None and "unknown lesson" in bad.notices[0]
+    assert lessons.find("11") is lessons.find("timing") is LESSONS[-1]
+    assert [lesson.number for lesson in LESSONS] == list(range(1, 12))
+    assert len({lesson.key for lesson in LESSONS}) == 11
+
+
+def test_lessons_explain_in_two_to_four_sentences():
+    for lesson in LESSONS:
+        sentences = [s for s in re.split(r"(?<=[.!?])\s+", lesson.explanation) if s]
+        assert 2 <= len(sentences) <= 4, (lesson.key, len(sentences))
+
+
+def test_dropout_masks_come_from_the_model_not_a_fixture():
+    """The masks shown are the run's own Dropout under the run's JIT wrapper."""
+    from explorer.engine import Run
+    run = Run(RunConfig(dropout=0.5, mode="nnx.jit"))
+    masks = lessons._dropout_masks(run, draws=3, width=64)
+    assert masks.shape == (3, 64) and len({m.tobytes() for m in masks}) == 3
+    assert 0.2 < masks.mean() < 0.8  # rate 0.5
+    frozen = lessons._dropout_masks(Run(RunConfig(dropout=0.5, mode="jax.jit")), draws=3)
+    assert np.all(frozen == frozen[0])
