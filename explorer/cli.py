@@ -1,10 +1,12 @@
-"""Command line: ``python -m explorer train|compare|audit|inspect``.
+"""Command line: ``python -m explorer train|compare|audit|export|inspect``.
 
 ``train`` runs one configuration and ends with a ``verdict:`` line (exit 0,
 frozen or not); ``audit`` is the same but exits 1 on a frozen verdict, for CI
 scripts; ``compare`` runs the configuration in every JIT mode from the same
-initial weights and prints one row per mode; ``inspect PATH`` summarises a
-graph file. Bad arguments and bad files exit 2 with a one-line message.
+initial weights and prints one row per mode; ``export --output PATH`` writes
+the configuration as a standalone training script (same flags as ``train``);
+``inspect PATH`` summarises a graph file. Bad arguments and bad files exit 2
+with a one-line message.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 
 from explorer.config import JIT_MODES, OPTIMIZERS, LayerConfig, RunConfig
 from explorer.engine import Run, TrainingStopped
+from explorer.export import script_for
 from explorer.graphio import GraphFileError, load_graph_file
 from explorer.race import race
 from explorer.sources import FEATURES, GRAPH_FEATURES, GRAPH_TASKS, PRESETS
@@ -49,7 +52,8 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for name, help_text in (("train", "train one configuration"),
                             ("audit", "train, then exit 1 if the verdict is frozen"),
-                            ("compare", "the same configuration in every JIT mode")):
+                            ("compare", "the same configuration in every JIT mode"),
+                            ("export", "write the configuration as a standalone script")):
         p = sub.add_parser(name, help=help_text)
         p.add_argument("--config", type=Path, help="a saved RunConfig JSON file")
         p.add_argument("--graph", choices=sorted(PRESETS) + sorted(GRAPH_TASKS),
@@ -71,6 +75,10 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--bucket-padding", action=argparse.BooleanOptionalAction,
                        default=None)
         p.add_argument("--every", type=int, default=10, help="print every N steps")
+        if name == "export":
+            p.add_argument("--output", type=Path, required=True,
+                           help="where to write the script (.py)")
+            p.add_argument("--force", action="store_true", help="overwrite an existing file")
     p = sub.add_parser("inspect", help="read a graph file and summarise it")
     p.add_argument("path", type=Path)
     p.add_argument("--nodes", type=Path, help="optional node CSV (id,label,feature...)")
@@ -161,6 +169,32 @@ def _compare(config: RunConfig, out) -> None:
               f"{e.params_changed:>6} of {e.params_total:<5}  {e.verdict}", file=out)
 
 
+def _export(config: RunConfig, path: Path, force: bool, out) -> int:
+    try:
+        text = script_for(config)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if path.is_dir():
+        print(f"error: {path} is a directory", file=sys.stderr)
+        return 2
+    try:
+        with open(path, "w" if force else "x", encoding="utf-8") as f:
+            f.write(text)
+    except FileExistsError:
+        print(f"error: {path} exists; pass --force to overwrite it", file=sys.stderr)
+        return 2
+    except OSError as err:
+        print(f"error: cannot write {path}: {err.strerror}", file=sys.stderr)
+        return 2
+    root = Path(__file__).resolve().parents[1]  # the folder holding gnncore/
+    where = "" if path.resolve().parent == root else f"PYTHONPATH={root} "
+    print(f"wrote {path} ({text.count(chr(10))} lines): {config.mode} mode on "
+          f"{config.graph}, {config.epochs} steps", file=out)
+    print(f"run it: {where}python {path} [--steps N]", file=out)
+    return 0
+
+
 def main(argv=None, out=None) -> int:
     out = out or sys.stdout
     try:
@@ -174,6 +208,8 @@ def main(argv=None, out=None) -> int:
     if args.command == "compare":
         _compare(config, out)
         return 0
+    if args.command == "export":
+        return _export(config, args.output, args.force, out)
     run = _train(config, args.every, out)
     report = run.audit()
     print(report.verdict.line(), file=out)

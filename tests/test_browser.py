@@ -392,5 +392,12 @@ def test_a_link_opens_a_lesson_and_the_fix_goes_side_by_side(app):
         wait_idle(page)
         size = shoot(card, "lesson_side_by_side.png").stat().st_size
         assert size > 10_000, f"the lesson screenshot is only {size} bytes"
+        # "Download as script" writes the script of the run on show (the fix's).
+        with page.expect_download(timeout=STEP_MS) as download:
+            page.locator(".st-key-t_export").get_by_role(
+                "button", name="Download as script").click(timeout=STEP_MS)
+        script = Path(download.value.path()).read_text()
+        assert download.value.suggested_filename == "gnn_karate_nnx_jit.py"
+        assert 'MODE = "nnx.jit"' in script and "from gnncore import" in script
     finally:
         context.close()

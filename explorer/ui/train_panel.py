@@ -8,12 +8,16 @@ it was started for, so a timer that outlives a Reset does nothing.
 
 from __future__ import annotations
 
+import functools
+import re
 import time
+from collections.abc import Callable
 
 import streamlit as st
 
 from explorer import plots
 from explorer.config import JIT_MODES
+from explorer.export import script_for
 from explorer.ui.common import verdict_banner
 from explorer.workspace import Workspace
 
@@ -69,6 +73,23 @@ def _live(ws: Workspace, token: int) -> None:
     st.plotly_chart(acc, key="t_acc", config={"displaylogo": False})
 
 
+def script_download(ws: Workspace) -> tuple[Callable[[], str], str] | None:
+    """``(make the script, file name)`` for "Download as script": a standalone
+    script reproducing the current run (its graph embedded, edits included);
+    ``None`` when there is no run. The script is written only on click."""
+    if ws.run is None:
+        return None
+    config = ws.config
+    if ws.task == "graph":
+        make = functools.partial(script_for, config)
+        name = config.graph
+    else:
+        name = ws.source.split(":", 1)[-1].strip() or "graph"
+        make = functools.partial(script_for, config, ws.run.graph, graph_name=name)
+    slug = re.sub(r"[^a-z0-9]+", "_", f"{name}_{config.mode}".lower()).strip("_")
+    return make, f"gnn_{slug}.py"
+
+
 def render(ws: Workspace) -> None:
     st.header("Train")
     if _S.get("t_mode") != ws.config.mode:
@@ -92,6 +113,13 @@ def render(ws: Workspace) -> None:
                 ws.step()
         else:
             ws.step()
+    download = script_download(ws)
+    st.download_button(
+        "Download as script", data=download[0] if download else "", key="t_export",
+        file_name=download[1] if download else "run.py", mime="text/x-python",
+        on_click="ignore", icon=":material/download:", disabled=download is None,
+        help="A standalone Python file (gnncore, jax, flax, optax) that trains this run "
+             "from the same initial weights and prints the same losses.")
     _S.setdefault("t_speed", "full speed")
     st.select_slider("Speed", list(SPEEDS), key="t_speed", on_change=_set_speed, args=(ws,),
                      help="Slow it down to watch single steps in class.")
