@@ -161,3 +161,20 @@ def test_dropout_masks_come_from_the_model_not_a_fixture():
     assert 0.2 < masks.mean() < 0.8  # rate 0.5
     frozen = lessons._dropout_masks(Run(RunConfig(dropout=0.5, mode="jax.jit")), draws=3)
     assert np.all(frozen == frozen[0])
+
+
+def test_a_lesson_that_fails_shows_its_error_once_and_the_app_keeps_running(monkeypatch):
+    from explorer.ui import lesson_panel
+
+    def broken(ws, lesson, side):
+        raise RuntimeError("device lost")
+
+    monkeypatch.setattr(lesson_panel, "run_side", broken)
+    at = AppTest.from_file(str(REPO / "streamlit_app.py"), default_timeout=180)
+    at.query_params["lesson"] = "pool-size"
+    at.run()
+    assert not at.exception, at.exception
+    assert "**ERROR** — the pitfall could not run" in _texts(at.error)
+    assert any("RuntimeError: device lost" in t for t in _texts(at.markdown))
+    at.button(key="t_step").click().run()  # the rest of the page still works
+    assert at.session_state["workspace"].steps_done == 1

@@ -8,6 +8,8 @@ this session's state only.
 
 from __future__ import annotations
 
+import logging
+
 import streamlit as st
 
 from explorer import plots
@@ -16,6 +18,7 @@ from explorer.lessons import LESSONS, Lesson, Outcome, find
 from explorer.workspace import Workspace
 
 _S = st.session_state
+log = logging.getLogger("explorer.ui")
 NO_LESSON = ""
 #: lessons whose pitfall and fix are observed on the explorer's own run
 TRAINS_IN_EXPLORER = {"frozen-params", "frozen-dropout", "frozen-batchnorm"}
@@ -63,6 +66,18 @@ def run_side(ws: Workspace, lesson: Lesson, side: str) -> Outcome:
                 ws.step()
             return getattr(lesson, side)(ws.run)
     return getattr(lesson, side)()
+
+
+def _attempt(ws: Workspace, lesson: Lesson, side: str) -> Outcome:
+    """:func:`run_side`, with an unexpected failure kept as an outcome (shown,
+    not retried on every rerun)."""
+    try:
+        return run_side(ws, lesson, side)
+    except Exception as err:  # st.rerun/st.stop are BaseExceptions and pass through
+        log.exception("lesson %s (%s) failed", lesson.key, side)
+        return Outcome(f"the {side} could not run", "ERROR", False,
+                       f"{type(err).__name__}: {err}. The explorer keeps its graph and run; "
+                       "pick the lesson again to retry.")
 
 
 def _shared_range(*outcomes: Outcome) -> tuple[float, float] | None:
@@ -115,7 +130,7 @@ def render(ws: Workspace) -> None:
         results["key"] = lesson.key
     if "pitfall" not in results:
         with st.spinner(f"Lesson {lesson.number}: setting up, running and measuring…"):
-            results["pitfall"] = run_side(ws, lesson, "pitfall")
+            results["pitfall"] = _attempt(ws, lesson, "pitfall")
         st.rerun()  # redraw every panel with the lesson's setup
     with st.container(border=True, key="l_card"):
         st.subheader(f"Lesson {lesson.number}: {lesson.title}")
@@ -126,7 +141,7 @@ def render(ws: Workspace) -> None:
             if st.button(lesson.fix_label, key="l_fix", type="primary",
                          icon=":material/build:"):
                 with st.spinner("Applying the fix…"):
-                    results["fix"] = run_side(ws, lesson, "fix")
+                    results["fix"] = _attempt(ws, lesson, "fix")
                 st.rerun()
         else:
             left, right = st.columns(2, gap="medium")
