@@ -308,6 +308,16 @@ class Run:
             raise TrainingStopped(
                 f"loss became {loss} at step {len(self.history) + 1}: training stopped and "
                 "the model keeps the state from before this step (lower the learning rate)")
+        self.sync()
+        current = snapshot(self.model, self.optimizer)  # host copies of every variable
+        broken = [path for path, (kind, value) in current.items()
+                  if kind == "parameter" and not np.all(np.isfinite(value))]
+        if broken:
+            self._restore(good_state)
+            raise TrainingStopped(
+                f"parameters became Inf or NaN at step {len(self.history) + 1} "
+                f"({', '.join(broken[:3])}): training stopped and the model keeps the state "
+                "from before this step (lower the learning rate)")
         accs = self.accuracies()
         compiled = self.config.mode != "eager"
         traced = compiled and self.trace_count > before_traces
@@ -318,7 +328,6 @@ class Run:
         if traced or not compiled:
             self._pending_cause = ""
         self.history.append(record)
-        current = snapshot(self.model, self.optimizer)  # accuracies() already synced
         self.changes.append(compare_snapshots(self._last, current))
         self._last = current
         return record

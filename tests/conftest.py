@@ -1,9 +1,15 @@
-"""Shared test settings: CPU only, shared-dataset location."""
+"""Shared test settings: CPU only, fast compiles, shared-dataset location."""
 
 import os
 from pathlib import Path
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# The tests compile hundreds of small programs and run each a few times, so
+# XLA's optimisation passes cost more than they save (about a sixth of the
+# suite's time). Results are the same programs, unoptimised; the browser tests'
+# app server, the benchmarks and the app itself keep full optimisation. Set
+# JAX_DISABLE_MOST_OPTIMIZATIONS=0 to test the optimised path.
+os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
 
 import pytest  # noqa: E402
 

@@ -96,7 +96,8 @@ def test_dropout_stream_and_batch_norm_stats_freeze_only_under_jax_jit(mode):
 def test_nan_loss_stops_and_keeps_the_last_good_state(mode):
     run = Run(RunConfig(mode=mode, learning_rate=1e12, optimizer="sgd", weight_decay=0.0,
                         epochs=50))
-    with pytest.raises(TrainingStopped, match="loss became .* at step"):
+    # Whichever goes first: a NaN loss, or parameters that overflowed to Inf.
+    with pytest.raises(TrainingStopped, match="became .* at step"):
         for _ in range(50):
             before = params(run)
             run.step()
