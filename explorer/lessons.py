@@ -29,7 +29,7 @@ from explorer.engine import Run
 from explorer.sources import load_graph, load_graph_dataset
 from gnncore import Graph
 from gnncore.conv.gcn import GCNConv
-from gnncore.norm import GraphNorm
+from gnncore.norm import GraphNorm, LayerNorm
 from gnncore.pool import TopKPooling, global_mean_pool
 from gnncore.utils import coalesce
 
@@ -434,20 +434,25 @@ def _pool_fix(lesson, run):
 
 def _norm_pitfall(lesson, run):
     graphs, x, batch, _ = _graph_batch()
-    norm = GraphNorm(x.shape[1], rngs=nnx.Rngs(0))
-    try:
-        nnx.jit(lambda n, x, b: n(x, b))(norm, x, batch)
-    except ValueError as err:
-        return Outcome(
-            "GraphNorm(x, batch) under nnx.jit", "ValueError", False,
-            "GraphNorm normalises each graph by its own statistics, one segment per graph; "
-            f"how many segments cannot come from a traced batch vector: {_error(err)}",
-            ("LayerNorm(mode='graph') raises the same error, for the same reason",),
-            code="norm = GraphNorm(F, rngs=rngs)\n"
-                 "apply = nnx.jit(lambda n, x, b: n(x, b))\n"
-                 "out = apply(norm, x, batch)")
-    return Outcome("GraphNorm(x, batch) under nnx.jit", "NO ERROR", False,
-                   "The traced call did not raise: this lesson's check is broken.")
+    errors = {}
+    for name, norm in (("GraphNorm", GraphNorm(x.shape[1], rngs=nnx.Rngs(0))),
+                       ("LayerNorm(mode='graph')", LayerNorm(x.shape[1], mode="graph"))):
+        try:
+            nnx.jit(lambda n, x, b: n(x, b))(norm, x, batch)
+        except ValueError as err:
+            errors[name] = _error(err)
+    if "GraphNorm" not in errors:
+        return Outcome("GraphNorm(x, batch) under nnx.jit", "NO ERROR", False,
+                       "The traced call did not raise: this lesson's check is broken.")
+    return Outcome(
+        "GraphNorm(x, batch) under nnx.jit", "ValueError", False,
+        "GraphNorm normalises each graph by its own statistics, one segment per graph; "
+        f"how many segments cannot come from a traced batch vector: {errors['GraphNorm']}",
+        tuple(f"{name} under nnx.jit → {text}" for name, text in errors.items()
+              if name != "GraphNorm"),
+        code="norm = GraphNorm(F, rngs=rngs)\n"
+             "apply = nnx.jit(lambda n, x, b: n(x, b))\n"
+             "out = apply(norm, x, batch)")
 
 
 def _norm_fix(lesson, run):

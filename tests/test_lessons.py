@@ -70,6 +70,7 @@ def _check_measurements(key, pitfall, fix, ws):
         assert len(fix.rows) == 4
         if key == "norm-batch-size":
             assert all(abs(r["mean of output"]) < 1e-4 for r in fix.rows)
+            assert "LayerNorm(mode='graph') under nnx.jit → ValueError" in pitfall.evidence[0]
     elif key == "dynamic-shapes":
         assert "NonConcreteBooleanIndexError" in pitfall.evidence[0]
         assert "coalesce is eager-only" in pitfall.evidence[1]

@@ -150,11 +150,12 @@ def render(ws: Workspace) -> None:
                 _outcome(results["pitfall"], "pitfall", y_range)
             with right:
                 _outcome(results["fix"], "fix", y_range)
-        left, right, _ = st.columns([1, 1, 2])
-        if "fix" in results and left.button("Show the pitfall again", key="l_again",
-                                            icon=":material/replay:"):
+        cols = st.columns([1, 1, 2]) if "fix" in results else [st.container()]
+        if "fix" in results and cols[0].button("Show the pitfall again", key="l_again",
+                                               icon=":material/replay:"):
             results.pop("fix")
             results.pop("pitfall")
             st.rerun()
-        right.button("Close the lesson", key="l_close", on_click=open_lesson, args=(None,),
-                     icon=":material/close:")
+        cols[-1 if "fix" not in results else 1].button(
+            "Close the lesson", key="l_close", on_click=open_lesson, args=(None,),
+            icon=":material/close:")
