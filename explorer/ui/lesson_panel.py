@@ -77,7 +77,7 @@ def _attempt(ws: Workspace, lesson: Lesson, side: str) -> Outcome:
         log.exception("lesson %s (%s) failed", lesson.key, side)
         return Outcome(f"the {side} could not run", "ERROR", False,
                        f"{type(err).__name__}: {err}. The explorer keeps its graph and run; "
-                       "pick the lesson again to retry.")
+                       "close the lesson and open it again to retry.")
 
 
 def _shared_range(*outcomes: Outcome) -> tuple[float, float] | None:
