@@ -303,25 +303,19 @@ class Run:
         jax.block_until_ready((loss, self._state))
         wall = time.perf_counter() - start
         loss = float(loss)
+        step_no = len(self.history) + 1
         if not math.isfinite(loss):
-            self._restore(good_state)
-            raise TrainingStopped(
-                f"loss became {loss} at step {len(self.history) + 1}: training stopped and "
-                "the model keeps the state from before this step (lower the learning rate)")
-        self.sync()
+            self._stop(good_state, f"loss became {loss} at step {step_no}")
+        accs = self.accuracies()  # syncs the functional mode's state into the modules
         current = snapshot(self.model, self.optimizer)  # host copies of every variable
         broken = [path for path, (kind, value) in current.items()
                   if kind == "parameter" and not np.all(np.isfinite(value))]
         if broken:
-            self._restore(good_state)
-            raise TrainingStopped(
-                f"parameters became Inf or NaN at step {len(self.history) + 1} "
-                f"({', '.join(broken[:3])}): training stopped and the model keeps the state "
-                "from before this step (lower the learning rate)")
-        accs = self.accuracies()
+            self._stop(good_state, f"parameters became Inf or NaN at step {step_no} "
+                                   f"({', '.join(broken[:3])})")
         compiled = self.config.mode != "eager"
         traced = compiled and self.trace_count > before_traces
-        record = StepRecord(step=len(self.history) + 1, loss=loss, train_acc=accs["train"],
+        record = StepRecord(step=step_no, loss=loss, train_acc=accs["train"],
                             val_acc=accs["val"], test_acc=accs["test"], wall_s=wall,
                             traced=traced, trace_count=self.trace_count if compiled else 0,
                             trace_cause=self._pending_cause if traced else "")
@@ -398,6 +392,11 @@ class Run:
         if self._state is not None:
             return self._state
         return jax.tree.map(lambda a: a, nnx.state((self.model, self.optimizer)))
+
+    def _stop(self, good_state, what: str):
+        self._restore(good_state)
+        raise TrainingStopped(f"{what}: training stopped and the model keeps the state from "
+                              "before this step (lower the learning rate)")
 
     def _restore(self, good_state) -> None:
         if self._state is not None:

@@ -94,11 +94,6 @@ def _error(err: Exception) -> str:
     return f"{type(err).__name__}: {text}"
 
 
-def _param_counts(run: Run) -> tuple[int, int]:
-    changes = [c for c in run.audit().changes if c.kind == "parameter"]
-    return sum(c.changed for c in changes), len(changes)
-
-
 def _opt_step(run: Run) -> int:
     run.sync()
     return int(run.optimizer.step[...])
@@ -108,7 +103,8 @@ def _training_outcome(run: Run, label: str, code: str, extra=()) -> Outcome:
     """Verdict, loss curve and the optimizer's step of a trained run."""
     report = run.audit()
     losses = tuple(r.loss for r in run.history)
-    moved, total = _param_counts(run)
+    params = [c for c in report.changes if c.kind == "parameter"]
+    moved, total = sum(c.changed for c in params), len(params)
     step = _opt_step(run)
     frozen = report.verdict.status == "frozen"
     if frozen:
