@@ -78,6 +78,22 @@ class Drawing:
         return dataclasses.replace(self, labels=tuple(
             int(label) if i in chosen else lab for i, lab in enumerate(self.labels)))
 
+    def move_nodes(self, positions) -> Drawing:
+        """Place nodes: ``positions`` maps node index → ``(x, y)`` (finite)."""
+        moved = list(self.positions)
+        for node, (x, y) in dict(positions).items():
+            x, y = float(x), float(y)
+            if not (np.isfinite(x) and np.isfinite(y)):
+                raise ValueError(f"node {self.names[self._check(node)]}: position must be finite")
+            moved[self._check(node)] = (x, y)
+        return dataclasses.replace(self, positions=tuple(moved))
+
+    @property
+    def structure(self) -> tuple:
+        """Everything but the positions: what training sees. Two drawings with
+        the same structure build the same graph (a move is not an edit of it)."""
+        return (self.names, self.labels, self.edges, self.directed)
+
     def set_directed(self, directed: bool) -> Drawing:
         return dataclasses.replace(self, directed=bool(directed))
 
@@ -163,27 +179,45 @@ def from_preset(name: str, *, seed: int = 0, difficulty: float = 0.0,
 
 
 class History:
-    """Undo for drawings: ``push`` each new state, ``undo`` steps back. Keeps at
-    most ``limit`` states (the oldest are dropped)."""
+    """Undo and redo for drawings: ``push`` each new state (which drops any
+    redo), ``undo`` steps back, ``redo`` forward again. Keeps at most ``limit``
+    states (the oldest are dropped). ``len`` counts the states up to the
+    current one, so ``len(history) > 1`` means there is something to undo."""
 
     def __init__(self, initial: Drawing, limit: int = 100):
         self._states = [initial]
+        self._at = 0  # index of the current state; states after it can be redone
         self.limit = limit
 
     @property
     def current(self) -> Drawing:
-        return self._states[-1]
+        return self._states[self._at]
+
+    @property
+    def can_undo(self) -> bool:
+        return self._at > 0
+
+    @property
+    def can_redo(self) -> bool:
+        return self._at < len(self._states) - 1
 
     def push(self, drawing: Drawing) -> Drawing:
         if drawing != self.current:
+            del self._states[self._at + 1:]
             self._states.append(drawing)
             del self._states[:-self.limit]
+            self._at = len(self._states) - 1
         return drawing
 
     def undo(self) -> Drawing:
-        if len(self._states) > 1:
-            self._states.pop()
+        if self.can_undo:
+            self._at -= 1
+        return self.current
+
+    def redo(self) -> Drawing:
+        if self.can_redo:
+            self._at += 1
         return self.current
 
     def __len__(self) -> int:
-        return len(self._states)
+        return self._at + 1

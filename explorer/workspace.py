@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import networkx as nx
 import numpy as np
@@ -27,12 +27,13 @@ from explorer.drawing import LAYOUTS, Drawing, History, from_preset
 from explorer.engine import Run, StepRecord, TrainingStopped
 from explorer.graphio import load_graph_file
 from explorer.race import RaceEntry, race
-from explorer.sources import GRAPH_FEATURES, GRAPH_TASKS
+from explorer.sources import GRAPH_FEATURES, GRAPH_TASKS, PRESETS, preset_file
 from gnncore import Graph
 
-__all__ = ["TICK_BUDGET_S", "GraphStats", "Workspace"]
+__all__ = ["LAYOUT_LIMIT", "TICK_BUDGET_S", "FileData", "GraphStats", "Workspace"]
 
 TICK_BUDGET_S = 0.4  # a tick's training time; the redraw comes on top
+LAYOUT_LIMIT = 500  # graphs above this are laid out by the canvas, a view at a time
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,6 +62,7 @@ class Workspace:
         self.steps_per_tick: int | None = None  # None: as many as fit the budget
         self.generation = 0  # bumped by reset(): a new run
         self.revision = 0  # bumped by every change of the drawing (UI widget keys)
+        self.loads = 0  # bumped when a new graph is loaded (the canvas fits it in view)
         self.play_token = -1  # the generation Play was pressed in
         self.playing = False
         self.target_steps = self.config.epochs
@@ -68,8 +70,10 @@ class Workspace:
         self.notice = ""  # what the last action did, for the UI to show
         self.error = ""  # why the last action failed or training stopped
         self.source = ""
-        self.file_features: dict[str, np.ndarray] | None = None
-        self.use_file_features = False
+        self.file_data: FileData | None = None  # a file's own features and split
+        self.selected: tuple[int, ...] = ()  # nodes selected on the canvas
+        self.canvas_acks: dict[str, int] = {}  # canvas client -> last applied event
+        self.view_positions: dict[str, tuple[float, float]] = {}  # big-graph view layout
         self.sample = 0  # the dataset graph on show (graph-classification datasets)
         self.race_result: list[RaceEntry] | None = None
         self.compile_info: dict | None = None
@@ -82,10 +86,19 @@ class Workspace:
             if self.run is not None:
                 self.show_sample(0)
             return
-        drawing = from_preset(self.config.graph, seed=self.config.seed,
-                              difficulty=self.config.difficulty)
-        self.history = History(drawing)
+        self.history = History(Drawing())
         self.source = f"preset: {self.config.graph}"
+        gf = preset_file(self.config.graph)
+        if gf is not None:
+            drawing, self.file_data, _ = _from_file(gf, self.config.seed)
+            self.history = History(drawing)
+        else:
+            self.history = History(from_preset(self.config.graph, seed=self.config.seed,
+                                               difficulty=self.config.difficulty))
+        if self.config.features == "file" and (self.file_data is None
+                                               or self.file_data.features is None):
+            self.config = self.config.replace(features="one_hot")
+            self.notice = "this graph has no node features of its own: one_hot is used"
         self.reset()
 
     # ================================================================ graph
@@ -105,8 +118,8 @@ class Workspace:
         if self.task == "graph":
             return None
         cfg = self.config
-        key = (self.drawing, cfg.features, cfg.seed, cfg.train_per_class,
-               self.use_file_features, id(self.file_features))
+        key = (self.drawing.structure, cfg.features, cfg.seed, cfg.train_per_class,
+               id(self.file_data))
         if key != self._graph_key:
             self._graph = self._build_graph(self.drawing)
             self._graph_key = key
@@ -115,14 +128,43 @@ class Workspace:
     def _build_graph(self, drawing: Drawing) -> Graph | None:
         if not drawing.num_nodes:
             return None
-        x = None
-        if self.use_file_features and self.file_features:
-            width = next(iter(self.file_features.values())).shape
-            x = np.stack([self.file_features.get(name, np.zeros(width, np.float32))
-                          for name in drawing.names])
+        x = split = None
         cfg = self.config
-        return drawing.to_graph(features=cfg.features, seed=cfg.seed,
-                                train_per_class=cfg.train_per_class, x=x)
+        data = self.file_data
+        if data is not None:
+            rows = np.asarray([data.index.get(name, -1) for name in drawing.names])
+            known = rows >= 0  # nodes drawn after loading have no row of the file
+            if cfg.features == "file":
+                if data.features is None:
+                    raise ValueError("features 'file': this graph has no node features "
+                                     "of its own")
+                x = np.where(known[:, None], data.features[np.maximum(rows, 0)], 0.0
+                             ).astype(np.float32)
+            if data.split is not None:
+                split = tuple(np.where(known, mask[np.maximum(rows, 0)], False)
+                              for mask in data.split)
+        elif cfg.features == "file":
+            raise ValueError("features 'file': this graph has no node features of its own")
+        return drawing.to_graph(features="one_hot" if x is not None else cfg.features,
+                                seed=cfg.seed, train_per_class=cfg.train_per_class, x=x,
+                                split=split)
+
+    @property
+    def has_file_features(self) -> bool:
+        return self.file_data is not None and self.file_data.features is not None
+
+    def split_info(self) -> str:
+        """Which split is in use and its sizes, e.g. ``the file's split: 140 train ·
+        500 val · 1000 test``."""
+        g = self.graph
+        if g is None:
+            return ""
+        sizes = " · ".join(f"{int(np.sum(np.asarray(getattr(g, f'{k}_mask'))))} {k}"
+                           for k in ("train", "val", "test"))
+        if self.file_data is not None and self.file_data.split is not None:
+            return f"the file's own split: {sizes}"
+        return (f"a generated split ({self.config.train_per_class} training nodes per "
+                f"class, the rest half val, half test; seed {self.config.seed}): {sizes}")
 
     def stats(self) -> GraphStats:
         d = self.drawing
@@ -163,6 +205,18 @@ class Workspace:
                            "label each.")
             return
         config = self.config.replace(graph=name, difficulty=difficulty)  # validates
+        gf = preset_file(name)
+        if gf is not None:  # a real dataset shipped as a file: its features and split
+            drawing, data, _ = _from_file(gf, config.seed)
+            features = PRESETS[name].default_features if data.features is not None else (
+                "one_hot" if config.features == "file" else config.features)
+            self._replace_graph(drawing, f"preset: {name}", data,
+                                config.replace(features=features))
+            self.notice = (f"Loaded {name}: {drawing.num_nodes:,} nodes, its own features "
+                           f"and {self.split_info()}.")
+            return
+        if config.features == "file":
+            config = config.replace(features=PRESETS[name].default_features)
         drawing = from_preset(name, seed=config.seed, difficulty=difficulty)
         self._replace_graph(drawing, f"preset: {name}", None, config)
         self.notice = f"Loaded {name}."
@@ -171,32 +225,38 @@ class Workspace:
         """Replace the graph with ``drawing`` (e.g. from a shared link)."""
         if self.task == "graph":
             raise ValueError("a drawn graph cannot go with a graph-classification dataset")
-        self._replace_graph(drawing, source, None, self.config)
+        config = self.config
+        if config.features == "file":
+            config = config.replace(features="one_hot")
+        self._replace_graph(drawing, source, None, config)
 
     def load_file(self, filename: str, data: bytes) -> list[str]:
         """Replace the graph with an uploaded file. Raises
         :class:`explorer.graphio.GraphFileError` naming the file and the line or
         field; the current graph stays. Returns the file's warnings."""
         gf = load_graph_file(filename, data)
-        drawing = gf.to_drawing(seed=self.config.seed)
-        warnings = list(gf.warnings)
-        if gf.labels is None or not np.any(np.asarray(gf.labels) >= 0):
-            labels = _community_labels(drawing)
-            drawing = dataclasses.replace(drawing, labels=tuple(labels))
-            warnings.append("the file has no labels: nodes are labelled by community")
-        features = None
-        if gf.features is not None:
-            features = {name: np.asarray(row, np.float32)
-                        for name, row in zip(gf.names, gf.features)}
-        self._replace_graph(drawing, f"file: {filename}", features, self.config)
-        self.notice = f"Loaded {filename}: {drawing.num_nodes} nodes, {len(drawing.edges)} edges."
+        drawing, file_data, warnings = _from_file(gf, self.config.seed)
+        features = ("file" if file_data.features is not None else
+                    "one_hot" if self.config.features == "file" else self.config.features)
+        self._replace_graph(drawing, f"file: {filename}", file_data,
+                            self.config.replace(features=features))
+        self.notice = (f"Loaded {filename}: {drawing.num_nodes:,} nodes, {len(drawing.edges):,} "
+                       f"edges; {self.split_info()}.")
         return warnings
 
-    def _replace_graph(self, drawing: Drawing, source: str, features, config) -> None:
+    def use_file_features(self, use: bool) -> None:
+        """Train on the file's own node features (``features='file'``) or go back
+        to the preset's default kind."""
+        if use and not self.has_file_features:
+            raise ValueError("this graph has no node features of its own")
+        self.set_config(self.config.replace(features="file" if use else "one_hot"))
+
+    def _replace_graph(self, drawing: Drawing, source: str, file_data, config) -> None:
         saved = dict(vars(self))  # every attribute is replaced, never mutated, below
         self.history, self.source, self.config = History(drawing), source, config
         self.revision += 1
-        self.file_features, self.use_file_features = features, features is not None
+        self.loads += 1
+        self.file_data, self.selected, self.view_positions = file_data, (), {}
         try:
             self.reset(raise_errors=True)
         except ValueError:
@@ -220,6 +280,7 @@ class Workspace:
         self.sample = index
         self.history = History(drawing.layout("kamada_kawai"))
         self.revision += 1
+        self.loads += 1
 
     def graph_split(self, index: int) -> str:
         for name, mask in zip(("train", "val", "test"), self.run.split):
@@ -239,32 +300,58 @@ class Workspace:
 
     # -------------------------------------------------------------- editing
     def edit(self, drawing: Drawing, what: str) -> None:
-        """Make ``drawing`` the current graph (undoable) and carry the run over:
-        same feature width and classes → the run continues on the new graph
-        (retracing if its shapes changed); otherwise a new run starts."""
+        """Make ``drawing`` the current graph (one undo step) and carry the run
+        over: same feature width and classes → the run continues on the new
+        graph (retracing if its shapes changed); otherwise a new run starts. A
+        change of positions alone (a move, a re-layout) leaves the run alone."""
         if self.task == "graph":
             raise ValueError("a graph-classification dataset is not edited: load a preset "
                              "graph to draw")
         if drawing == self.drawing:
             return
+        before = self.drawing
         self.history.push(drawing)
+        self._changed(before, what)
+
+    def _changed(self, before: Drawing, what: str) -> None:
+        if self.drawing.structure == before.structure:
+            self.notice = f"{what}."
+            return
         self.revision += 1
+        if self.drawing.names != before.names:  # indices may now mean other nodes
+            keep = {name: i for i, name in enumerate(self.drawing.names)}
+            self.selected = tuple(sorted(keep[before.names[i]] for i in self.selected
+                                         if i < before.num_nodes and before.names[i] in keep))
         self._graph_changed(what)
 
-    def add_node(self, label: int = -1) -> None:
-        d = self.drawing.add_node(label=label)
-        self.edit(d.layout("spring", seed=d.num_nodes), f"added node {d.names[-1]}")
+    def select(self, nodes: Sequence[int]) -> None:
+        """The canvas selection (node indices); buttons act on it."""
+        n = self.drawing.num_nodes
+        self.selected = tuple(sorted({int(i) for i in nodes if 0 <= int(i) < n}))
+
+    def add_node(self, label: int = -1, position: tuple[float, float] | None = None) -> int:
+        """Add a node at ``position`` (a double-click on the canvas) or, without
+        one, at a free spot next to the others; no other node moves. Returns
+        its index."""
+        d = self.drawing
+        free = position if position is not None else _free_spot(d)
+        name = _fresh_name(d)
+        self.edit(d.add_node(name, label=label, position=free), f"added node {name}")
+        return self.drawing.num_nodes - 1
+
+    def add_edge(self, u: int, v: int) -> None:
+        """Join ``u`` and ``v`` (an edge drawn on the canvas)."""
+        d = self.drawing
+        u, v = d._check(u), d._check(v)
+        if d.has_edge(u, v):
+            raise ValueError(f"nodes {d.names[u]} and {d.names[v]} are already connected")
+        self.edit(d.add_edge(u, v), f"connected {d.names[u]} and {d.names[v]}")
 
     def connect(self, selected: Sequence[int]) -> None:
         nodes = sorted(set(selected))
         if len(nodes) != 2:
             raise ValueError(f"select exactly two nodes to connect (selected: {len(nodes)})")
-        u, v = nodes
-        if self.drawing.has_edge(u, v):
-            raise ValueError(f"nodes {self.drawing.names[u]} and {self.drawing.names[v]} "
-                             "are already connected")
-        self.edit(self.drawing.add_edge(u, v),
-                  f"connected {self.drawing.names[u]} and {self.drawing.names[v]}")
+        self.add_edge(*nodes)
 
     def disconnect(self, selected: Sequence[int]) -> None:
         nodes = sorted(set(selected))
@@ -272,11 +359,23 @@ class Workspace:
             raise ValueError("select the two end nodes of an existing edge")
         self.edit(self.drawing.remove_edge(*nodes), "removed an edge")
 
-    def delete(self, selected: Sequence[int]) -> None:
+    def delete(self, selected: Sequence[int], edges: Sequence[tuple[int, int]] = ()) -> None:
+        """Delete nodes (with their edges) and edges, as one undo step."""
         nodes = sorted(set(selected))
-        if not nodes:
-            raise ValueError("select nodes to delete first")
-        self.edit(self.drawing.remove_nodes(nodes), f"deleted {len(nodes)} node(s)")
+        if not nodes and not edges:
+            raise ValueError("select nodes or edges to delete first")
+        d = self.drawing
+        for u, v in edges:
+            d = d.remove_edge(u, v)
+        d = d.remove_nodes(nodes) if nodes else d
+        parts = [f"{len(nodes)} node(s)" if nodes else "",
+                 f"{len(edges)} edge(s)" if edges else ""]
+        self.edit(d, "deleted " + " and ".join(p for p in parts if p))
+
+    def move(self, positions: Mapping[int, tuple[float, float]]) -> None:
+        """Nodes dragged to new places: one undo step, the run is untouched."""
+        if positions:
+            self.edit(self.drawing.move_nodes(positions), f"moved {len(positions)} node(s)")
 
     def set_label(self, selected: Sequence[int], label: int) -> None:
         nodes = sorted(set(selected))
@@ -304,18 +403,32 @@ class Workspace:
         self.edit(d, f"edge table: {added:+d} edge(s)")
 
     def relayout(self, method: str) -> None:
+        """Lay every node out afresh (one undo step of its own; the run goes on)."""
         if method not in LAYOUTS:
             raise ValueError(f"unknown layout {method!r}; choose one of {LAYOUTS}")
-        d = dataclasses.replace(self.drawing, positions=(None,) * self.drawing.num_nodes)
-        self.history.push(d.layout(method, seed=self.config.seed))  # same graph: run goes on
-        self.revision += 1
+        d = self.drawing
+        if d.num_nodes > LAYOUT_LIMIT:
+            self.view_positions = {}  # the canvas lays out the nodes it shows
+            self.notice = f"re-laid out the nodes on show ({method})"
+            return
+        d = dataclasses.replace(d, positions=(None,) * d.num_nodes)
+        self.edit(d.layout(method, seed=self.config.seed), f"re-laid out ({method})")
+
+    def clear(self) -> None:
+        """A new, empty graph to draw on (undo brings the old one back)."""
+        self.edit(self.drawing.clear(), "new empty graph: double-click the canvas to add nodes")
 
     def undo(self) -> None:
         before = self.drawing
         self.history.undo()
         if self.drawing != before:
-            self.revision += 1
-            self._graph_changed("undo")
+            self._changed(before, "undo")
+
+    def redo(self) -> None:
+        before = self.drawing
+        self.history.redo()
+        if self.drawing != before:
+            self._changed(before, "redo")
 
     def _graph_changed(self, what: str) -> None:
         self.race_result = None
@@ -492,7 +605,62 @@ def _classes(graph: Graph) -> int:
 def _community_labels(drawing: Drawing) -> list[int]:
     labels = [-1] * drawing.num_nodes
     G = drawing.to_networkx().to_undirected()
-    for c, members in enumerate(nx.community.greedy_modularity_communities(G)):
+    big = G.number_of_nodes() > 2000  # greedy modularity is quadratic-ish; Louvain is not
+    found = (nx.community.louvain_communities(G, seed=0) if big
+             else nx.community.greedy_modularity_communities(G))
+    for c, members in enumerate(sorted(found, key=lambda m: (-len(m), min(m)))[:64]):
         for n in members:
             labels[n] = c
     return labels
+
+
+def _fresh_name(drawing: Drawing) -> str:
+    """The smallest number not yet used as a node name."""
+    used = set(drawing.names)
+    n = drawing.num_nodes
+    while str(n) in used:
+        n += 1
+    return str(n)
+
+
+def _free_spot(drawing: Drawing) -> tuple[float, float]:
+    """A place for a new node near the middle of the drawing that keeps clear of
+    the others (a spiral outwards from the centre); nothing else moves."""
+    placed = np.asarray([p for p in drawing.positions if p is not None], float).reshape(-1, 2)
+    if not len(placed):
+        return (0.0, 0.0)
+    centre = placed.mean(axis=0)
+    span = float(np.ptp(placed, axis=0).max()) or 1.0
+    gap = span / max(4.0, np.sqrt(len(placed)) * 1.5)
+    for k in range(1, 400):
+        angle, radius = 2.399963 * k, gap * np.sqrt(k) * 0.8  # golden-angle spiral
+        spot = centre + radius * np.array([np.cos(angle), np.sin(angle)])
+        if np.min(np.linalg.norm(placed - spot, axis=1)) >= gap:
+            return (float(spot[0]), float(spot[1]))
+    return (float(centre[0] + span / 2 + gap), float(centre[1]))
+
+
+@dataclasses.dataclass(frozen=True)
+class FileData:
+    """What a graph file brings besides its drawing: node features and a
+    train/val/test split, by node name (nodes drawn later have neither)."""
+
+    index: Mapping[str, int]
+    features: np.ndarray | None
+    split: tuple[np.ndarray, np.ndarray, np.ndarray] | None
+
+
+def _from_file(gf, seed: int) -> tuple[Drawing, FileData, list[str]]:
+    """A loaded graph file as ``(drawing, its features and split, warnings)``.
+    Big graphs are not laid out here: the canvas lays out what it shows."""
+    drawing = gf.to_drawing(seed=seed, layout="spring" if gf.num_nodes <= LAYOUT_LIMIT
+                            else None)
+    warnings = list(gf.warnings)
+    if gf.labels is None or not np.any(np.asarray(gf.labels) >= 0):
+        labels = _community_labels(drawing)
+        drawing = dataclasses.replace(drawing, labels=tuple(labels))
+        warnings.append("the file has no labels: nodes are labelled by community")
+    features = None if gf.features is None else np.asarray(gf.features, np.float32)
+    split = None if gf.split is None else tuple(np.asarray(m, bool) for m in gf.split)
+    index = {name: i for i, name in enumerate(gf.names)}
+    return drawing, FileData(index, features, split), warnings

@@ -28,11 +28,17 @@ def main() -> None:
         "Draw or load a graph, stack GNN layers, pick a JIT mode and train live. Switch the "
         "mode to `jax.jit` to see frozen training: a step that mutates Flax NNX modules "
         "inside plain `jax.jit` loses every update, with no error.")
-    for notice in st.session_state.pop("link_notices", ()):  # shown once
-        st.warning(f"Link: {notice}", icon=":material/link_off:")
-    guard("lesson", lesson_panel.render, ws)
-    if ws.notice:
-        st.info(ws.notice, icon=":material/info:")
+    # Everything above the panels sits in containers that are always there, so a
+    # notice that comes or goes never shifts the panels' places on the page (a shift
+    # would remount the graph canvas and lose its zoom).
+    with st.container():
+        for notice in st.session_state.pop("link_notices", ()):  # shown once
+            st.warning(f"Link: {notice}", icon=":material/link_off:")
+    with st.container():
+        guard("lesson", lesson_panel.render, ws)
+    with st.container():
+        if ws.notice:
+            st.info(ws.notice, icon=":material/info:")
     graph_col, train_col = st.columns([1.15, 1], gap="large")
     with graph_col:
         guard("graph", graph_panel.render, ws)

@@ -1,15 +1,20 @@
-"""Graph panel: presets, uploads, the drawing (plotly, click or lasso to
-select), editing tools, colouring and the edge table."""
+"""Graph panel: presets and uploads, the canvas (Cytoscape.js: draw with the
+mouse), editing tools, colouring, the split in use and the edge table."""
 
 from __future__ import annotations
+
+import functools
+import re
 
 import numpy as np
 import pandas as pd
 import streamlit as st
 
-from explorer import plots
+from explorer import canvas, plots
+from explorer.drawing import LAYOUTS
 from explorer.graphio import FORMATS, GraphFileError
 from explorer.sources import GRAPH_TASKS, PRESETS
+from explorer.ui.canvas import graph_canvas
 from explorer.ui.common import attempt, classroom, set_error, show_error
 from explorer.workspace import Workspace
 
@@ -24,6 +29,11 @@ _S = st.session_state
 SOURCES = list(PRESETS) + list(GRAPH_TASKS)
 
 
+def _plain(text: str) -> str:
+    """User text (file and node names) shown as text, not read as markdown."""
+    return re.sub(r"([\\`*_{}\[\]()#+\-.!|<>~$])", r"\\\1", str(text))
+
+
 def _describe(name: str) -> str:
     if name in GRAPH_TASKS:
         return (f"Graph classification: 120 small graphs, one label each — "
@@ -33,6 +43,8 @@ def _describe(name: str) -> str:
 
 def _load_preset(ws: Workspace) -> None:
     name = _S.g_preset
+    if name not in SOURCES:  # the entry naming the uploaded file: nothing to load
+        return
     synthetic = name in PRESETS and PRESETS[name].synthetic
     difficulty = float(_S.get("g_difficulty", 0.0)) if synthetic else 0.0
     if attempt("graph", lambda: ws.load_preset(name, difficulty=difficulty)):
@@ -40,18 +52,25 @@ def _load_preset(ws: Workspace) -> None:
 
 
 def _source(ws: Workspace) -> None:
-    if "g_preset" not in _S:
-        _S.g_preset = ws.config.graph
+    # an uploaded or drawn graph gets its own entry, so the box never names a
+    # preset that is no longer on show
+    current = (ws.config.graph if ws.source.startswith(("preset", "dataset"))
+               else ws.source)
+    options = SOURCES if current in SOURCES else [current, *SOURCES]
+    if _S.get("g_preset") != current or "g_preset" not in _S:
+        _S.g_preset = current
         _S.g_difficulty = ws.config.difficulty
     cols = st.columns([3, 1], vertical_alignment="bottom")
-    cols[0].selectbox("Preset graph or dataset", SOURCES, key="g_preset",
+    cols[0].selectbox("Preset graph or dataset", options, key="g_preset",
                       on_change=_load_preset, args=(ws,),
-                      format_func=lambda n: ("dataset: " if n in GRAPH_TASKS else "")
-                      + n.replace("_", " "))
+                      format_func=lambda n: n if n not in SOURCES else
+                      ("dataset: " if n in GRAPH_TASKS else "") + n.replace("_", " "))
     cols[1].button("Reload", key="g_reload", on_click=_load_preset, args=(ws,),
+                   disabled=current not in SOURCES, width="stretch",
                    help="Load the preset again (drops your edits)")
-    st.caption(_describe(_S.g_preset))
-    if _S.g_preset in PRESETS and PRESETS[_S.g_preset].synthetic:
+    if current in SOURCES:
+        st.caption(_describe(current))
+    if current in PRESETS and PRESETS[current].synthetic:
         st.slider("Difficulty", 0.0, 1.0, step=0.05, key="g_difficulty",
                   on_change=_load_preset, args=(ws,),
                   help="0 = classes are easy to separate from the structure; 1 = hard.")
@@ -60,7 +79,8 @@ def _source(ws: Workspace) -> None:
     uploaded = st.file_uploader(
         "…or upload a graph", type=sorted(ext.lstrip(".") for ext in FORMATS), key="g_upload",
         help="Edge list (.edgelist/.txt), CSV (source,target[,weight]), node-link JSON, "
-             ".npz (edge_index, x, y), GraphML or GML. Up to 20 MB / 50,000 nodes.")
+             ".npz (edge_index, x, y, train/val/test masks), GraphML or GML. Up to 20 MB / "
+             "50,000 nodes; a file's own split and features are kept.")
     if uploaded is not None and _S.get("g_upload_done") != uploaded.file_id:
         _S.g_upload_done = uploaded.file_id
         try:
@@ -74,33 +94,17 @@ def _source(ws: Workspace) -> None:
     show_error("upload")
     if ws.source.startswith("file") and _S.get("g_upload_warnings"):
         st.warning("; ".join(_S.g_upload_warnings))
-    if ws.file_features:
-        st.checkbox("Use the file's node features", key="g_file_features",
-                    value=ws.use_file_features, on_change=_toggle_file_features, args=(ws,))
+    if ws.has_file_features:
+        st.checkbox("Use the graph's own node features", key="g_file_features",
+                    value=ws.config.features == "file", on_change=_toggle_file_features,
+                    args=(ws,), help="features = 'file'; unticked: one-hot node ids")
 
 
 def _toggle_file_features(ws: Workspace) -> None:
-    ws.use_file_features = bool(_S.g_file_features)
-    ws.reset()
+    attempt("graph", ws.use_file_features, bool(_S.g_file_features))
 
 
-# ----------------------------------------------------------------- drawing
-def _selected(ws: Workspace) -> list[int]:
-    """Nodes selected in the chart (click, box, lasso) or picked by name."""
-    nodes = set(_S.get(f"g_pick_{ws.revision}", []))
-    state = _S.get(f"g_plot_{ws.revision}")
-    points = (state or {}).get("selection", {}).get("points", []) if state else []
-    for point in points:
-        if point.get("curve_number") != plots.NODE_TRACE:
-            continue
-        data = point.get("customdata")
-        if isinstance(data, list):
-            data = data[0] if data else None
-        if data is not None and 0 <= int(data) < ws.drawing.num_nodes:
-            nodes.add(int(data))
-    return sorted(nodes)
-
-
+# ------------------------------------------------------------------ canvas
 def _colours(ws: Workspace, by: str, layer: int) -> tuple[list[str], list[int] | None]:
     d, run = ws.drawing, ws.run
     if ws.task == "graph" and run is not None:
@@ -123,9 +127,19 @@ def _colours(ws: Workspace, by: str, layer: int) -> tuple[list[str], list[int] |
     return plots.label_colours(d.labels), None
 
 
+def _canvas_events(ws: Workspace) -> None:
+    """The canvas sent events (a callback: runs before the panel redraws)."""
+    message = (_S.get("g_canvas") or {}).get("events")
+    edits, problems = canvas.apply_events(ws, message)
+    set_error("graph", "; ".join(problems))
+    if edits:
+        set_error("upload", "")
+        _S.g_canvas_edited = True  # the rest of the page must follow the edit
+
+
 def _drawing(ws: Workspace) -> None:
     d = ws.drawing
-    cols = st.columns([3, 2])
+    cols = st.columns([3, 2])  # always two columns: the canvas keeps its place
     by = cols[0].radio("Colour nodes by", COLOUR_BY, horizontal=True, key="g_colour")
     layer = 0
     if by == "embedding" and ws.run is not None:
@@ -134,60 +148,95 @@ def _drawing(ws: Workspace) -> None:
                                   format_func=lambda i: f"after layer {i + 1}")
     colours, pred = _colours(ws, by, layer)
     splits = ws.splits()
-    hover = [f"node {name} · label {label}" + (f" · predicted {pred[i]}" if pred else "")
-             + f" · {splits[i] if splits else 'none'}"
-             for i, (name, label) in enumerate(zip(d.names, d.labels))]
-    selected = _selected(ws)
-    fig = plots.graph_figure(d, colours=colours, splits=splits or None, selected=selected,
-                             hover=hover, height=460)
-    st.plotly_chart(fig, key=f"g_plot_{ws.revision}", on_select="rerun",
-                    selection_mode=("points", "box", "lasso"),
-                    config={"displaylogo": False})
+    tips = [f"node {name} · label {label}" + (f" · predicted {pred[i]}" if pred else "")
+            + f" · {splits[i] if splits else 'in no split'}"
+            for i, (name, label) in enumerate(zip(d.names, d.labels))]
+    view = canvas.choose_view(d, ws.selected)
+    with st.container():  # always there: the canvas keeps its place (see render)
+        if view.partial:
+            st.info(view.caption().capitalize() + ". Training uses the whole graph; edits "
+                    "act on the nodes shown.", icon=":material/visibility:")
+    fit = hash((ws.loads, _S.get("g_fit", 0), view.nodes if view.partial else ()))
+    data = canvas.payload(ws, view, colours=colours, splits=splits, tips=tips, fit=fit)
+    graph_canvas(data, key="g_canvas", on_events=functools.partial(_canvas_events, ws))
+    st.caption("Shapes: ■ train · ◆ val · ● test · ○ (hollow) in no split. Colour: "
+               + {"label": "the node's label (grey: unlabelled)",
+                  "prediction": "the model's prediction, live while training",
+                  "embedding": "the layer's embedding (its first principal components)"}[by]
+               + ".")
     if ws.task == "node":
-        st.caption("Click a node to select it (shift-click or lasso for more). Symbols: "
-                   "■ train · ◆ val · ● test · ○ in no split.")
-        _tools(ws, selected)
+        _tools(ws)
     else:
-        st.caption("A dataset graph is shown, not edited; its marker is its split "
-                   "(■ train · ◆ val · ● test).")
+        st.caption("A dataset graph is shown, not edited.")
+    if _S.pop("g_canvas_edited", False):
+        # an edit from the canvas: the model width, the run and the charts outside this
+        # fragment follow. Rerun only after the canvas was drawn: a rerun before it
+        # would unmount it (losing its zoom and its queue of unsent events).
+        st.rerun()
 
 
-def _tools(ws: Workspace, selected: list[int]) -> None:
+def _tools(ws: Workspace) -> None:
     d = ws.drawing
-    st.multiselect("Selected nodes", range(d.num_nodes), key=f"g_pick_{ws.revision}",
-                   format_func=lambda i: d.names[i], placeholder="click nodes or pick here")
-    row = st.columns(5)
+    selected = list(ws.selected)
+    names = ", ".join(d.names[i] for i in selected[:8]) + (" …" if len(selected) > 8 else "")
+    st.text(f"Selected: {len(selected)} node(s)" + (f" — {names}" if selected else
+                                                     " (click a node; shift-click for more)"))
+    stretch = {"width": "stretch"}
+    row = st.columns(4)
     actions = {
-        "add": row[0].button("Add node", key="g_add",
-                             help="A new node, unlabelled, placed near the others"),
-        "connect": row[1].button("Connect", key="g_connect",
-                                 help="Join the two selected nodes"),
-        "disconnect": row[2].button("Disconnect", key="g_disconnect",
-                                    help="Remove the edge between the two selected nodes"),
-        "delete": row[3].button("Delete", key="g_delete",
-                                help="Delete the selected nodes and their edges"),
-        "undo": row[4].button("Undo", key="g_undo", disabled=len(ws.history) < 2),
+        "add": row[0].button("Add node", key="g_add", icon=":material/add_circle:",
+                             help="A new unlabelled node at a free spot (or double-click the "
+                                  "canvas where you want it)", **stretch),
+        "connect": row[1].button("Connect", key="g_connect", icon=":material/link:",
+                                 help="Join the two selected nodes", **stretch),
+        "disconnect": row[2].button("Unlink", key="g_disconnect",
+                                    icon=":material/link_off:",
+                                    help="Remove the edge between the two selected nodes",
+                                    **stretch),
+        "delete": row[3].button("Delete", key="g_delete", icon=":material/delete:",
+                                help="Delete the selected nodes and their edges (or press "
+                                     "Delete on the canvas)", **stretch),
     }
+    row = st.columns(4)
+    actions["undo"] = row[0].button("Undo", key="g_undo", icon=":material/undo:",
+                                    disabled=not ws.history.can_undo, help="Ctrl+Z", **stretch)
+    actions["redo"] = row[1].button("Redo", key="g_redo", icon=":material/redo:",
+                                    disabled=not ws.history.can_redo, help="Ctrl+Shift+Z",
+                                    **stretch)
+    actions["clear"] = row[2].button("New graph", key="g_clear", icon=":material/note_add:",
+                                     help="A new empty graph to draw on (Undo brings this one "
+                                          "back)", **stretch)
+    fit = row[3].button("Fit", key="g_fit_button", icon=":material/fit_screen:",
+                        help="Fit the whole graph in view (F on the canvas)", **stretch)
     row = st.columns([1, 1, 1, 1], vertical_alignment="bottom")
     label = row[0].number_input("Label", min_value=-1, max_value=63, value=0, key="g_label",
-                                help="-1 = unlabelled")
-    actions["label"] = row[1].button("Set label", key="g_set_label",
+                                help="-1 = unlabelled. On the canvas: select, then type the "
+                                     "number")
+    actions["label"] = row[1].button("Set label", key="g_set_label", **stretch,
                                      help="Give the selected nodes this label")
-    layout = row[2].selectbox("Layout", ("spring", "kamada_kawai", "spectral", "circular"),
-                              key="g_layout")
-    actions["layout"] = row[3].button("Re-layout", key="g_relayout")
+    layout = row[2].selectbox("Layout", LAYOUTS, key="g_layout")
+    actions["layout"] = row[3].button("Re-layout", key="g_relayout", **stretch,
+                                      help="Lay every node out afresh (one undo step)")
     todo = {
-        "add": lambda: ws.add_node(),
+        "add": lambda: ws.select([ws.add_node()]),
         "connect": lambda: ws.connect(selected),
         "disconnect": lambda: ws.disconnect(selected),
         "delete": lambda: ws.delete(selected),
         "undo": ws.undo,
+        "redo": ws.redo,
+        "clear": ws.clear,
         "label": lambda: ws.set_label(selected, int(label)),
         "layout": lambda: ws.relayout(layout),
     }
+    if fit:
+        _S.g_fit = _S.get("g_fit", 0) + 1
+        st.rerun(scope="fragment")
     for name, pressed in actions.items():
         if pressed:
-            attempt("graph", todo[name])
+            if attempt("graph", todo[name]):
+                set_error("upload", "")
+            if name in ("layout", "clear"):
+                _S.g_fit = _S.get("g_fit", 0) + 1
             st.rerun()  # everything downstream (model width, run, charts) follows
     show_error("graph")
 
@@ -250,17 +299,13 @@ def _predictions(rows: list[dict]) -> None:
 
 def render(ws: Workspace) -> None:
     st.header("Graph")
-    _source(ws)
-    if ws.task == "graph":
-        table = ws.graph_table()  # one eval forward per redraw, shared below
-        _dataset(ws, table)
-    else:
-        s = ws.stats()
-        cols = st.columns(4)
-        cols[0].metric("Nodes", s.nodes)
-        cols[1].metric("Edges", s.edges, help="directed" if s.directed else "undirected")
-        cols[2].metric("Classes", s.classes)
-        cols[3].metric("Density", f"{s.density:.3f}")
+    # containers that are always there: what comes and goes inside them never
+    # shifts the canvas's place on the page (which would remount it)
+    with st.container():
+        _source(ws)
+    table: list[dict] = []
+    with st.container():
+        _summary(ws, table)
     colour = _S.get("g_colour", "label")
     live = ws.playing and colour != "label"
     st.fragment(run_every=LIVE_EVERY_S if live else None)(_drawing)(ws)
@@ -268,6 +313,26 @@ def render(ws: Workspace) -> None:
         with st.expander("Per-graph predictions", expanded=True):
             _predictions(table)
     else:
-        with st.expander(f"Edge table ({len(ws.drawing.edges)} edges)"):
+        with st.expander(f"Edge table ({len(ws.drawing.edges):,} edges)"):
             _edge_table(ws)
-    st.caption(f"Source: {ws.source}")
+    st.caption(f"Source: {_plain(ws.source)}")
+
+
+def _summary(ws: Workspace, table: list[dict]) -> None:
+    if ws.task == "graph":
+        table.extend(ws.graph_table())  # one eval forward per redraw, shared below
+        _dataset(ws, table)
+    else:
+        s = ws.stats()
+        cols = st.columns(4)
+        cols[0].metric("Nodes", f"{s.nodes:,}")
+        cols[1].metric("Edges", f"{s.edges:,}",
+                       help="Directed edges." if s.directed else
+                       "Undirected edges. Training sees each as two directed ones "
+                       f"({2 * s.edges:,}), and retrace notices count those.")
+        cols[2].metric("Classes", s.classes)
+        cols[3].metric("Density", f"{s.density:.3f}")
+        edges = ("directed edges" if s.directed else
+                 f"undirected edges ({2 * s.edges:,} directed in training)")
+        info = ws.split_info()
+        st.caption(f"Edges are {edges}." + (f" Split: {info}." if info else ""))

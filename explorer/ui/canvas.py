@@ -1,0 +1,59 @@
+"""The graph canvas as a Streamlit Components v2 component: Cytoscape.js
+(shipped in ``assets/cytoscape``) plus ``graph_canvas.js``. What it shows and
+what its events do live in :mod:`explorer.canvas` (no streamlit)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import streamlit as st
+
+HERE = Path(__file__).resolve().parent
+CYTOSCAPE = HERE.parent.parent / "assets" / "cytoscape" / "cytoscape.min.js"
+HEIGHT = 520
+
+HTML = """
+<div class="gc-root">
+  <div class="gc-box" tabindex="0" role="application"
+       aria-label="Graph canvas: double-click to add a node"></div>
+  <div class="gc-bar">
+    <div class="gc-info"></div>
+    <div class="gc-tools">
+      <button class="gc-in" title="Zoom in">+</button>
+      <button class="gc-out" title="Zoom out">&minus;</button>
+      <button class="gc-fit" title="Fit the graph in view (F)">Fit</button>
+    </div>
+  </div>
+</div>
+"""
+
+CSS = """
+.gc-root { position: relative; font-family: var(--st-font, sans-serif); }
+.gc-box { height: 460px; border: 1px solid var(--st-border-color, #d0d0d0);
+          border-radius: 8px; background: #fff; outline: none; }
+.gc-box:focus { border-color: var(--st-primary-color, #d6336c); }
+.gc-bar { display: flex; align-items: flex-start; gap: 8px; padding-top: 4px; }
+.gc-tools { display: flex; gap: 4px; flex: none; }
+.gc-tools button { min-width: 30px; height: 28px; border-radius: 6px; cursor: pointer;
+                   border: 1px solid var(--st-border-color, #ccc); background: #fff;
+                   color: #333; font-size: 14px; }
+.gc-tools button:hover { border-color: var(--st-primary-color, #d6336c); }
+.gc-info { flex: 1; font-size: 12.5px; color: #555; min-height: 18px; padding: 2px; }
+"""
+
+
+@st.cache_resource
+def _component():
+    """Registered once per server (it holds code, no session data)."""
+    js = CYTOSCAPE.read_text(encoding="utf-8") + "\n" + (HERE / "graph_canvas.js").read_text(
+        encoding="utf-8")
+    return st.components.v2.component("gnn_explorer.graph_canvas", html=HTML, css=CSS, js=js,
+                                      isolate_styles=False)
+
+
+def graph_canvas(data: dict, *, key: str, on_events) -> dict | None:
+    """Mount the canvas with ``data`` (see :func:`explorer.canvas.payload`);
+    ``on_events`` runs when it sends events. Returns the events message of
+    this rerun, if any."""
+    result = _component()(data=data, key=key, on_events_change=on_events, height=HEIGHT)
+    return getattr(result, "events", None)

@@ -1,0 +1,420 @@
+// The graph canvas: Cytoscape.js (assets/cytoscape, MIT) inside a Streamlit
+// Components v2 component. Python (explorer/canvas.py) sends the nodes and
+// edges on show; this file turns mouse and keyboard input into *events* for
+// Python, each numbered, and keeps sending every event until the data coming
+// back acknowledges it (data.acks[client]). Python applies an event only once,
+// so fast clicks are neither lost nor replayed.
+//
+// User text (node names, tips) only ever goes through Cytoscape's canvas
+// labels or textContent, never innerHTML.
+//
+// Mouse: double-click empty space adds a node; drag a node to move it; drag
+// the small handle that appears beside a hovered node onto another node to
+// draw an edge; click selects, shift-click adds, shift-drag selects a box.
+// Keys (canvas focused): Delete/Backspace, Ctrl+Z, Ctrl+Shift+Z (or Ctrl+Y),
+// digits set the label of the selection, Escape clears it, F fits the view.
+
+const cytoscape = globalThis.cytoscape;
+const INSTANCES = new WeakMap();
+const HANDLE = "\u241fhandle";
+const GHOST = "\u241fghost";
+const TEMP = "\u241ftemp";
+const RESEND_MS = 2500;
+const SHAPES = { train: "rectangle", val: "diamond", test: "ellipse", none: "ellipse" };
+
+const STYLE = [
+  {
+    selector: "node",
+    style: {
+      width: "data(size)", height: "data(size)", "background-color": "data(colour)",
+      shape: (n) => SHAPES[n.data("split")] || "ellipse", "border-width": 1,
+      "border-color": "#444", label: "data(label)", "font-size": 11, color: "#222",
+      "text-valign": "bottom", "text-margin-y": 3, "text-outline-color": "#fff",
+      "text-outline-width": 2, "overlay-opacity": 0,
+    },
+  },
+  {
+    selector: "node[split = 'none']",
+    style: { "background-color": "#fff", "border-color": "data(colour)", "border-width": 3 },
+  },
+  { selector: "node:selected", style: { "border-width": 4, "border-color": "#d6336c",
+                                        "underlay-color": "#d6336c", "underlay-opacity": 0.25,
+                                        "underlay-padding": 5 } },
+  { selector: "node.pending", style: { opacity: 0.55 } },
+  { selector: "node.target", style: { "underlay-color": "#1c7ed6", "underlay-opacity": 0.35,
+                                      "underlay-padding": 7 } },
+  {
+    selector: "node.handle",
+    style: { width: 12, height: 12, shape: "ellipse", "background-color": "#1c7ed6",
+             "border-width": 2, "border-color": "#fff", label: "", "z-index": 99 },
+  },
+  {
+    selector: "edge",
+    style: { width: 1.6, "line-color": "#9a9a9a", "curve-style": "straight",
+             "target-arrow-color": "#9a9a9a", "arrow-scale": 0.8, "overlay-opacity": 0 },
+  },
+  { selector: "edge.directed", style: { "target-arrow-shape": "triangle" } },
+  { selector: "edge:selected", style: { "line-color": "#d6336c", width: 3.5 } },
+  { selector: "edge.pending", style: { "line-style": "dashed" } },
+  { selector: "edge.ghost", style: { "line-color": "#1c7ed6", "line-style": "dashed",
+                                                  width: 2 } },
+];
+
+function edgeId(pair) {
+  return "e" + JSON.stringify(pair);
+}
+
+class GraphCanvas {
+  constructor(root) {
+    this.root = root;
+    this.box = root.querySelector(".gc-box");
+    this.info = root.querySelector(".gc-info");
+    this.client = Math.random().toString(36).slice(2, 10) + Date.now().toString(36);
+    this.seq = 0;
+    this.acked = 0;
+    this.queue = [];
+    this.fitToken = null;
+    this.editable = true;
+    this.size = 24;
+    this.moves = {};
+    this.digits = "";
+    this.serverSelection = "[]";
+    this.send = null;
+    this.cy = cytoscape({
+      container: this.box, style: STYLE, boxSelectionEnabled: true, selectionType: "single",
+      minZoom: 0.02, maxZoom: 8, layout: { name: "preset" },
+    });
+    this.box.gcCanvas = this; // for tests and debugging: the live instance
+    globalThis.gcMounts = (globalThis.gcMounts || 0) + 1;
+    this.bind();
+  }
+
+  // ----------------------------------------------------------- outgoing
+  push(event) {
+    this.flushSelection();
+    this.flushMoves();
+    this.queue.push({ ...event, seq: ++this.seq });
+    this.flush();
+  }
+
+  flush() {
+    clearTimeout(this.resendTimer);
+    if (!this.queue.length || !this.send) return;
+    this.send("events", { client: this.client, events: this.queue.slice() });
+    this.resendTimer = setTimeout(() => this.flush(), RESEND_MS); // until acknowledged
+    this.mark();
+  }
+
+  selectedIds() {
+    return this.cy.nodes(":selected").map((n) => n.id()).filter(real).sort();
+  }
+
+  scheduleSelection() {
+    clearTimeout(this.selectTimer);
+    this.selectTimer = setTimeout(() => this.flushSelection(), 40);
+  }
+
+  flushSelection() {
+    if (this.selectTimer === undefined) return;
+    clearTimeout(this.selectTimer);
+    this.selectTimer = undefined;
+    const ids = this.selectedIds();
+    if (JSON.stringify(ids) === this.serverSelection) return;
+    this.serverSelection = JSON.stringify(ids);
+    this.queue.push({ type: "select", nodes: ids, seq: ++this.seq });
+    this.flush();
+  }
+
+  flushMoves() {
+    clearTimeout(this.moveTimer);
+    const positions = this.moves;
+    this.moves = {};
+    if (!Object.keys(positions).length) return;
+    this.queue.push({ type: "move", positions, seq: ++this.seq });
+    this.flush();
+  }
+
+  // ------------------------------------------------------------ input
+  bind() {
+    const cy = this.cy;
+    cy.on("select unselect", "node", () => {
+      if (!this.applying) this.scheduleSelection();
+    });
+    cy.on("dbltap", (e) => {
+      if (e.target !== cy || !this.editable) return;
+      const p = e.position;
+      cy.add({ group: "nodes", classes: "pending", position: { x: p.x, y: p.y },
+               data: { id: `${TEMP}${this.seq + 1}`, label: "", colour: "#b0b0b0",
+                       split: "none", size: this.size } });
+      this.push({ type: "add_node", x: p.x, y: p.y });
+    });
+    cy.on("dragfree", "node", (e) => {
+      const n = e.target;
+      if (!real(n.id()) || !this.editable) return;
+      this.moves[n.id()] = [n.position("x"), n.position("y")];
+      clearTimeout(this.moveTimer);
+      this.moveTimer = setTimeout(() => this.flushMoves(), 30); // one step for a group drag
+    });
+    cy.on("tapstart", () => this.box.focus({ preventScroll: true }));
+    cy.on("mouseover", "node", (e) => this.hover(e.target));
+    cy.on("mouseout", "node", (e) => {
+      if (e.target.id() !== HANDLE) this.info.textContent = this.status;
+      this.hideHandleSoon();
+    });
+    const onHandle = (action) => (e) => {
+      if (e.target.id() === HANDLE) action();
+    };
+    cy.on("grab", "node", onHandle(() => this.startEdge()));
+    cy.on("drag", "node", onHandle(() => this.dragEdge()));
+    cy.on("free", "node", onHandle(() => this.endEdge()));
+    this.box.addEventListener("keydown", (e) => this.key(e));
+    const button = (cls, action) => {
+      const b = this.root.querySelector(cls);
+      if (b) b.addEventListener("click", action);
+    };
+    button(".gc-fit", () => this.fit());
+    button(".gc-in", () => this.zoomBy(1.25));
+    button(".gc-out", () => this.zoomBy(0.8));
+  }
+
+  key(e) {
+    if (e.target !== this.box) return;
+    const mod = e.ctrlKey || e.metaKey;
+    const k = e.key;
+    if (mod && (k === "z" || k === "Z")) {
+      this.push({ type: e.shiftKey ? "redo" : "undo" });
+    } else if (mod && (k === "y" || k === "Y")) {
+      this.push({ type: "redo" });
+    } else if ((k === "Delete" || k === "Backspace") && this.editable) {
+      const nodes = this.selectedIds();
+      const edges = this.cy.edges(":selected").filter((x) => real(x.id()))
+        .map((x) => [x.source().id(), x.target().id()]);
+      if (!nodes.length && !edges.length) return;
+      this.cy.elements(":selected").addClass("pending").style("opacity", 0.25);
+      this.push({ type: "delete", nodes, edges });
+    } else if (/^[0-9]$/.test(k) && !mod && this.editable) {
+      this.digits += k; // "1", "2" typed quickly is label 12
+      clearTimeout(this.digitTimer);
+      this.digitTimer = setTimeout(() => this.sendLabel(), 500);
+    } else if (k === "Enter" && this.digits) {
+      this.sendLabel();
+    } else if (k === "Escape") {
+      this.cy.elements(":selected").unselect();
+    } else if ((k === "f" || k === "F") && !mod) {
+      this.fit();
+    } else {
+      return;
+    }
+    e.preventDefault();
+    e.stopPropagation();
+  }
+
+  sendLabel() {
+    clearTimeout(this.digitTimer);
+    const label = parseInt(this.digits, 10);
+    this.digits = "";
+    const nodes = this.selectedIds();
+    if (nodes.length && Number.isFinite(label)) this.push({ type: "label", nodes, label });
+  }
+
+  fit() {
+    const nodes = this.cy.nodes().filter((n) => n.id() !== HANDLE);
+    this.cy.fit(nodes, 30);
+    if (this.cy.zoom() > 2.5) this.cy.zoom({ level: 2.5, renderedPosition: this.centre() });
+  }
+
+  centre() {
+    return { x: this.box.clientWidth / 2, y: this.box.clientHeight / 2 };
+  }
+
+  zoomBy(factor) {
+    this.cy.zoom({ level: this.cy.zoom() * factor, renderedPosition: this.centre() });
+  }
+
+  // ------------------------------------------------------ edge handle
+  hover(node) {
+    if (node.id() === HANDLE) {
+      clearTimeout(this.hideTimer);
+      return;
+    }
+    this.info.textContent = node.data("tip") || node.id();
+    if (!this.editable || !real(node.id()) || this.edgeSource) return;
+    clearTimeout(this.hideTimer);
+    this.handleFor = node;
+    const p = node.position();
+    const r = node.width() / 2 + 6;
+    let h = this.cy.getElementById(HANDLE);
+    if (h.empty()) {
+      h = this.cy.add({ group: "nodes", data: { id: HANDLE }, selectable: false, classes: "handle",
+                        position: { x: p.x + r, y: p.y - r } });
+    } else {
+      h.position({ x: p.x + r, y: p.y - r });
+    }
+  }
+
+  hideHandleSoon() {
+    clearTimeout(this.hideTimer);
+    this.hideTimer = setTimeout(() => {
+      if (!this.edgeSource) this.cy.getElementById(HANDLE).remove();
+    }, 900);
+  }
+
+  startEdge() {
+    clearTimeout(this.hideTimer);
+    if (!this.handleFor || this.handleFor.removed()) return;
+    this.edgeSource = this.handleFor;
+    this.cy.add({ group: "edges", classes: "ghost", data: { id: GHOST, source: this.edgeSource.id(),
+                                           target: HANDLE } });
+  }
+
+  nodeAt(p) {
+    let best = null;
+    let bestD = Infinity;
+    this.cy.nodes().forEach((n) => {
+      if (!real(n.id())) return;
+      const q = n.position();
+      const d = Math.hypot(q.x - p.x, q.y - p.y);
+      if (d <= n.width() / 2 + 6 && d < bestD) {
+        best = n;
+        bestD = d;
+      }
+    });
+    return best;
+  }
+
+  dragEdge() {
+    if (!this.edgeSource) return;
+    const target = this.nodeAt(this.cy.getElementById(HANDLE).position());
+    this.cy.nodes(".target").removeClass("target");
+    if (target && target !== this.edgeSource) target.addClass("target");
+  }
+
+  endEdge() {
+    const source = this.edgeSource;
+    const h = this.cy.getElementById(HANDLE);
+    const target = source ? this.nodeAt(h.position()) : null;
+    this.edgeSource = null;
+    this.cy.nodes(".target").removeClass("target");
+    this.cy.getElementById(GHOST).remove();
+    h.remove();
+    if (!source || !target || target.same(source)) return;
+    const pair = [source.id(), target.id()];
+    if (this.cy.getElementById(edgeId(pair)).empty()) {
+      this.cy.add({ group: "edges", classes: "pending",
+                    data: { id: `${TEMP}e${this.seq + 1}`, source: pair[0], target: pair[1] } });
+    }
+    this.push({ type: "add_edge", source: pair[0], target: pair[1] });
+  }
+
+  // ------------------------------------------------------------ incoming
+  update(data) {
+    const cy = this.cy;
+    this.editable = !!data.editable;
+    this.size = data.size || 24;
+    const ack = (data.acks || {})[this.client] || 0;
+    if (ack > this.acked) this.acked = ack;
+    this.queue = this.queue.filter((e) => e.seq > this.acked);
+    if (!this.queue.length) clearTimeout(this.resendTimer);
+    const settled = !this.queue.length && this.selectTimer === undefined && !this.edgeSource
+      && !Object.keys(this.moves).length;
+    const nodes = data.nodes || [];
+    cy.batch(() => {
+      if (settled) this.reconcile(nodes, data.edges || [], !!data.directed);
+      for (const n of nodes) {
+        const el = cy.getElementById(n.id);
+        if (!el.empty()) el.data({ colour: n.colour, split: n.split, tip: n.tip, size: this.size,
+                                   label: n.label });
+      }
+    });
+    if (settled) {
+      const wanted = new Set(data.selected || []);
+      this.applying = true;
+      cy.nodes().forEach((n) => {
+        if (wanted.has(n.id()) && !n.selected()) n.select();
+        else if (!wanted.has(n.id()) && n.selected()) n.unselect();
+      });
+      this.applying = false;
+      this.serverSelection = JSON.stringify([...wanted].sort());
+    }
+    if (data.fit !== this.fitToken) {
+      this.fitToken = data.fit;
+      this.fit();
+    }
+    this.status = data.editable
+      ? "Double-click: add a node · drag the blue handle of a node onto another: edge · "
+        + "shift-drag: box select · Delete · Ctrl+Z / Ctrl+Shift+Z · digits: label"
+      : (data.reason || "");
+    if (!this.edgeSource) this.info.textContent = this.status;
+    this.mark();
+  }
+
+  reconcile(nodes, edges, directed) {
+    const cy = this.cy;
+    const want = new Map(nodes.map((n) => [n.id, n]));
+    cy.nodes().forEach((n) => {
+      if (n.id() !== HANDLE && !want.has(n.id())) n.remove();
+    });
+    for (const n of nodes) {
+      const el = cy.getElementById(n.id);
+      if (el.empty()) {
+        cy.add({ group: "nodes", position: { x: n.x, y: n.y },
+                 data: { id: n.id, label: n.label, colour: n.colour, split: n.split, tip: n.tip,
+                         size: this.size } });
+      } else if (!el.grabbed()) {
+        const p = el.position();
+        if (Math.abs(p.x - n.x) > 0.01 || Math.abs(p.y - n.y) > 0.01) {
+          el.position({ x: n.x, y: n.y });
+        }
+      }
+    }
+    const wantEdges = new Set(edges.map(edgeId));
+    cy.edges().forEach((e) => {
+      if (e.id() !== GHOST && !wantEdges.has(e.id())) e.remove();
+    });
+    for (const pair of edges) {
+      const id = edgeId(pair);
+      if (cy.getElementById(id).empty()) {
+        cy.add({ group: "edges", data: { id, source: pair[0], target: pair[1] } });
+      }
+    }
+    cy.edges().toggleClass("directed", directed);
+  }
+
+  mark() {
+    // state for tests and screen readers: counts and the event queue
+    const b = this.box;
+    b.dataset.nodes = String(this.cy.nodes().filter((n) => real(n.id())).length);
+    b.dataset.edges = String(this.cy.edges().filter((e) => real(e.id())).length);
+    b.dataset.pending = String(this.queue.length);
+    b.dataset.acked = String(this.acked);
+  }
+
+  destroy() {
+    clearTimeout(this.resendTimer);
+    this.cy.destroy();
+  }
+}
+
+function real(id) {
+  return !id.startsWith("\u241f");
+}
+
+export default function (component) {
+  const { data, parentElement, setTriggerValue } = component;
+  let canvas = INSTANCES.get(parentElement);
+  if (!canvas) {
+    canvas = new GraphCanvas(parentElement);
+    INSTANCES.set(parentElement, canvas);
+  }
+  canvas.send = setTriggerValue;
+  canvas.update(data || {});
+  return () => {
+    // Streamlit also calls this when only the data changed; destroy only on unmount
+    setTimeout(() => {
+      if (!canvas.box.isConnected && INSTANCES.get(parentElement) === canvas) {
+        canvas.destroy();
+        INSTANCES.delete(parentElement);
+      }
+    }, 0);
+  };
+}
