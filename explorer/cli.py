@@ -12,6 +12,7 @@ with a one-line message.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -59,7 +60,9 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--graph", choices=sorted(PRESETS) + sorted(GRAPH_TASKS),
                        help="a preset graph, or a graph-classification dataset")
         p.add_argument("--difficulty", type=float, help="0 (easy) to 1, synthetic presets")
-        p.add_argument("--features", choices=FEATURES)
+        p.add_argument("--features", choices=FEATURES,
+                       help="node features (default: the preset's own: 'file' for cora and "
+                            "citeseer, 'one_hot' otherwise)")
         p.add_argument("--mode", choices=list(JIT_MODES))
         p.add_argument("--epochs", type=int)
         p.add_argument("--seed", type=int)
@@ -102,6 +105,9 @@ def _inspect(args, out) -> int:
           file=out)
     print(f"features: {0 if graph.features is None else graph.features.shape[1]}", file=out)
     print(f"labels: {classes}", file=out)
+    if graph.split is not None:
+        sizes = [int(mask.sum()) for mask in graph.split]
+        print(f"split: {sizes[0]} train / {sizes[1]} val / {sizes[2]} test", file=out)
     for warning in graph.warnings:
         print(f"warning: {warning}", file=out)
     return 0
@@ -110,12 +116,14 @@ def _inspect(args, out) -> int:
 def _config(args) -> RunConfig | None:
     if args.command == "inspect":
         return None
-    config = RunConfig()
+    config, from_file = RunConfig(), {}
     if args.config is not None:
         try:
             if args.config.stat().st_size > MAX_CONFIG_BYTES:
                 raise UsageError(f"{args.config}: config file larger than 64 KiB")
-            config = RunConfig.from_json(args.config.read_text(encoding="utf-8"))
+            text = args.config.read_text(encoding="utf-8")
+            config = RunConfig.from_json(text)
+            from_file = json.loads(text)  # valid: from_json accepted it
         except OSError as err:
             raise UsageError(f"cannot read {args.config}: {err.strerror}") from None
         except UnicodeDecodeError:
@@ -128,6 +136,9 @@ def _config(args) -> RunConfig | None:
     if (changes.get("graph") in GRAPH_TASKS and "features" not in changes
             and config.features not in GRAPH_FEATURES):
         changes["features"] = "degree_one_hot"  # node ids mean nothing across graphs
+    graph = changes.get("graph", config.graph)
+    if graph in PRESETS and "features" not in changes and "features" not in from_file:
+        changes["features"] = PRESETS[graph].default_features  # cora: its word features
     return RunConfig.from_dict({**config.to_dict(), **_plain(changes)})
 
 
@@ -138,8 +149,8 @@ def _plain(changes: dict) -> dict:
     return changes
 
 
-def _train(config: RunConfig, every: int, out) -> Run:
-    run = Run(config)
+def _train(run: Run, every: int, out) -> Run:
+    config = run.config
     print(f"mode {config.mode} | graph {config.graph} | {config.epochs} steps | seed "
           f"{config.seed}", file=out)
     print(f"{'step':>6} {'loss':>10} {'train':>6} {'val':>6} {'test':>6} {'ms':>9} traced",
@@ -205,12 +216,17 @@ def main(argv=None, out=None) -> int:
         return 2
     if args.command == "inspect":
         return _inspect(args, out)
-    if args.command == "compare":
-        _compare(config, out)
-        return 0
     if args.command == "export":
         return _export(config, args.output, args.force, out)
-    run = _train(config, args.every, out)
+    try:  # loading the graph can refuse the config, e.g. features 'file' on karate
+        if args.command == "compare":
+            _compare(config, out)
+            return 0
+        run = Run(config)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    run = _train(run, args.every, out)
     report = run.audit()
     print(report.verdict.line(), file=out)
     if report.verdict.status == "frozen":

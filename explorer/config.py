@@ -51,7 +51,11 @@ class RunConfig:
             or a graph-classification dataset (``explorer.sources.GRAPH_TASKS``:
             then every graph is classified, with a pooled readout and a head).
         difficulty: 0 (easy) to 1, for the synthetic presets.
-        features: node features, one of ``explorer.sources.FEATURES``.
+        features: node features, one of ``explorer.sources.FEATURES``;
+            ``file`` is the graph's own (Cora's word vectors). Only the presets
+            with a data file have them: the config cannot tell, loading the
+            graph raises ``ValueError`` for the others. Each preset's usual
+            choice is ``PRESETS[graph].default_features`` (the CLI's default).
         layers: the conv stack; the last layer's width is replaced by the number
             of classes unless ``head`` is set.
         activation, dropout, batch_norm, residual, head: see ``gnncore.GNN``.

@@ -13,13 +13,17 @@ import dataclasses
 import networkx as nx
 import numpy as np
 
-from explorer.sources import build_features, preset_graph, split_per_class
+from explorer.sources import PRESETS, build_features, preset_graph, split_per_class
 from gnncore import Graph
 
-__all__ = ["LAYOUTS", "Drawing", "History", "from_preset"]
+__all__ = ["AUTO_LAYOUT_NODES", "LAYOUTS", "MAX_NODES", "Drawing", "History", "from_preset"]
 
 LAYOUTS = ("spring", "kamada_kawai", "spectral", "circular")
-MAX_NODES = 2000  # drawing is for small graphs; files and presets go beyond
+#: a drawing is also the data container of big graphs (files, Cora): the UI
+#: draws only a subset of them
+MAX_NODES = 50_000
+#: ``layout="auto"`` lays out graphs up to this size; bigger ones keep no positions
+AUTO_LAYOUT_NODES = 500
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,10 +150,13 @@ class Drawing:
 
     # ------------------------------------------------------------ training
     def to_graph(self, *, features: str = "one_hot", seed: int = 0,
-                 train_per_class: int = 1, x: np.ndarray | None = None) -> Graph:
+                 train_per_class: int = 1, x: np.ndarray | None = None,
+                 split=None) -> Graph:
         """The drawing as a training-ready :class:`gnncore.Graph`; an undirected
         edge becomes both directions. ``x`` (one row per node) replaces the
-        built ``features``."""
+        built ``features``; ``split`` (``(train, val, test)`` bool masks, one
+        entry per node, e.g. a file's public split) replaces the seeded
+        ``train_per_class`` split."""
         if not self.num_nodes:
             raise ValueError("the drawing has no nodes")
         pairs = list(self.edges)
@@ -157,7 +164,10 @@ class Drawing:
             pairs += [(v, u) for u, v in self.edges if u != v]
         edge_index = np.asarray(pairs, np.int64).T.reshape(2, -1)
         labels = np.asarray(self.labels, np.int32)
-        train, val, test = split_per_class(labels, train_per_class, seed)
+        if split is None:
+            train, val, test = split_per_class(labels, train_per_class, seed)
+        else:
+            train, val, test = self._check_split(split)
         if x is None:
             x = build_features(self.to_networkx(), features, seed=seed)
         elif len(x) != self.num_nodes:
@@ -165,17 +175,39 @@ class Drawing:
         return Graph.from_arrays(edge_index, x, num_nodes=self.num_nodes, y=labels,
                                  train_mask=train, val_mask=val, test_mask=test)
 
+    def _check_split(self, split) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if not isinstance(split, (tuple, list)) or len(split) != 3:
+            raise ValueError("split must be three masks (train, val, test)")
+        masks = tuple(np.asarray(m) for m in split)
+        for part, mask in zip(("train", "val", "test"), masks):
+            if mask.shape != (self.num_nodes,):
+                raise ValueError(f"split: the {part} mask has shape {list(mask.shape)} for "
+                                 f"{self.num_nodes} nodes")
+            if mask.dtype != bool:
+                raise ValueError(f"split: the {part} mask must be bool, got {mask.dtype}")
+        if (masks[0].astype(int) + masks[1] + masks[2]).max() > 1:
+            raise ValueError("split: a node is in more than one of train, val and test")
+        return masks
+
 
 def from_preset(name: str, *, seed: int = 0, difficulty: float = 0.0,
-                layout: str = "spring") -> Drawing:
-    """A preset as a drawing (names from the networkx nodes), laid out."""
+                layout: str | None = "auto") -> Drawing:
+    """A preset as a drawing (names from the networkx nodes).
+
+    ``layout``: a name from :data:`LAYOUTS`, ``None`` (positions stay
+    ``None``) or ``auto``: ``spring``, except for the file-backed presets (Cora,
+    CiteSeer: thousands of nodes) and graphs over :data:`AUTO_LAYOUT_NODES`
+    nodes, which get no positions (the UI lays out the part it shows)."""
     G, labels = preset_graph(name, seed=seed, difficulty=difficulty)
+    if layout == "auto":
+        big = PRESETS[name].file is not None or G.number_of_nodes() > AUTO_LAYOUT_NODES
+        layout = None if big else "spring"
     index = {n: i for i, n in enumerate(G)}
     drawing = Drawing(names=tuple(str(n) for n in G), labels=tuple(int(v) for v in labels),
                       positions=(None,) * G.number_of_nodes(),
                       edges=tuple((index[u], index[v]) for u, v in G.edges()),
                       directed=G.is_directed())
-    return drawing.layout(layout, seed=seed)
+    return drawing if layout is None else drawing.layout(layout, seed=seed)
 
 
 class History:

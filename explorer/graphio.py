@@ -7,11 +7,19 @@ are capped before anything large is built. Never pickle, never eval.
 Formats (by extension): ``.edgelist``/``.txt`` (whitespace separated
 ``source target [weight]``, ``#`` comments), ``.csv`` (header
 ``source,target[,weight]``; an optional node CSV ``id,label,feature...``),
-``.json`` (networkx node-link), ``.npz`` (the ``../shared/datasets`` schema,
-loaded with ``allow_pickle=False``), ``.graphml`` and ``.gml`` (through networkx;
-GraphML with a DOCTYPE or entity declaration is refused before parsing, so no
-entity is ever expanded). There the integer node attribute ``y`` is the class
-label (GML uses ``label`` for node names).
+``.json`` (networkx node-link), ``.npz`` (the schema of ``assets/cora.npz``,
+see ``assets/README.md``; loaded with ``allow_pickle=False``), ``.graphml`` and
+``.gml`` (through networkx; GraphML with a DOCTYPE or entity declaration is
+refused before parsing, so no entity is ever expanded). There the integer node
+attribute ``y`` is the class label (GML uses ``label`` for node names).
+
+A file may carry a train/val/test split (:attr:`GraphFile.split`): the
+``train_mask``/``val_mask``/``test_mask`` arrays of an ``.npz`` (bool, or
+integers 0/1), a ``split`` column (``train``, ``val``, ``test`` or empty) or
+``train_mask``/``val_mask``/``test_mask`` columns (0/1/true/false) of a node
+CSV, and a ``split`` node attribute (same values) in node-link JSON, GraphML
+and GML. A node belongs to at most one split; the exporters write the split
+back wherever the format has a place for it.
 """
 
 from __future__ import annotations
@@ -28,10 +36,16 @@ import numpy as np
 
 from gnncore import Graph
 
-__all__ = ["FORMATS", "GraphFile", "GraphFileError", "Limits", "export_graph", "load_graph_file"]
+__all__ = ["FORMATS", "SPLITS", "GraphFile", "GraphFileError", "Limits", "export_graph",
+           "export_node_csv", "load_graph_file"]
 
 FORMATS = {".edgelist": "edgelist", ".txt": "edgelist", ".csv": "csv", ".json": "json",
            ".npz": "npz", ".graphml": "graphml", ".gml": "gml"}
+
+
+#: the split names, in the order of :attr:`GraphFile.split`
+SPLITS = ("train", "val", "test")
+_MASK_FIELDS = ("train_mask", "val_mask", "test_mask")
 
 
 class GraphFileError(ValueError):
@@ -48,8 +62,10 @@ class Limits:
 @dataclasses.dataclass(frozen=True, eq=False)
 class GraphFile:
     """What a file holds: node names (display), edges as indices, optional
-    weights, labels (-1 = unlabelled), optional features, direction, and the
-    warnings raised while reading (duplicates, self loops)."""
+    weights, labels (-1 = unlabelled), optional features, direction, the
+    warnings raised while reading (duplicates, self loops) and the file's own
+    ``split``: ``(train, val, test)`` bool masks with one entry per node (a
+    node in at most one of them), or ``None`` when the file has none."""
 
     names: tuple[str, ...]
     edge_index: np.ndarray  # int64 [2, E]
@@ -58,11 +74,21 @@ class GraphFile:
     features: np.ndarray | None = None
     directed: bool = False
     warnings: tuple[str, ...] = ()
-    masks: dict | None = None
+    split: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    def __post_init__(self):
+        if self.split is not None:
+            object.__setattr__(self, "split", _check_split(self.split, self.names, "split"))
 
     @property
     def num_nodes(self) -> int:
         return len(self.names)
+
+    def split_of(self, node: int) -> str:
+        """``train``, ``val``, ``test`` or ``""`` (no split) for node ``node``."""
+        if self.split is None:
+            return ""
+        return next((s for s, mask in zip(SPLITS, self.split) if mask[node]), "")
 
     def _edge_set(self) -> np.ndarray:
         """Edges (with weights) in a canonical order: formats such as GML list
@@ -73,14 +99,16 @@ class GraphFile:
         return rows[np.lexsort(rows.T[::-1])] if len(rows) else rows
 
     def equals(self, other: GraphFile) -> bool:
-        """Same graph: names, direction, edge set with weights, labels, features."""
+        """Same graph: names, direction, edge set with weights, labels, features
+        and split."""
         def same(a, b):
             return (a is None and b is None) or (
                 a is not None and b is not None and np.array_equal(np.asarray(a), np.asarray(b)))
         return (self.names == other.names and self.directed == other.directed
                 and (self.weights is None) == (other.weights is None)
                 and np.array_equal(self._edge_set(), other._edge_set())
-                and same(self.labels, other.labels) and same(self.features, other.features))
+                and same(self.labels, other.labels) and same(self.features, other.features)
+                and same(self.split, other.split))
 
     def to_networkx(self):
         import networkx as nx
@@ -96,8 +124,9 @@ class GraphFile:
 
         ``features``: ``file`` (the file's own; one-hot ids if it has none) or a
         kind from ``explorer.sources.FEATURES``. ``labels``: ``file`` or
-        ``community`` (greedy modularity). The file's split is used when it has
-        one and its labels are used; otherwise a seeded per-class split.
+        ``community`` (greedy modularity). The file's :attr:`split` is used when
+        it has one; otherwise a seeded split of ``train_per_class`` training
+        nodes per class (:func:`explorer.sources.split_per_class`).
         """
         from explorer.sources import FEATURES, build_features, split_per_class
 
@@ -125,26 +154,76 @@ class GraphFile:
                 y[list(members)] = c
         else:
             raise GraphFileError("labels: choose 'file' or 'community'")
-        if labels == "file" and self.masks:
-            masks = self.masks
-        else:
-            train, val, test = split_per_class(y, train_per_class, seed)
-            masks = {"train_mask": train, "val_mask": val, "test_mask": test}
-        return Graph.from_arrays(ei, x, num_nodes=self.num_nodes, edge_weight=w, y=y, **masks)
+        train, val, test = (self.split if self.split is not None
+                            else split_per_class(y, train_per_class, seed))
+        return Graph.from_arrays(ei, x, num_nodes=self.num_nodes, edge_weight=w, y=y,
+                                 train_mask=train, val_mask=val, test_mask=test)
 
-    def to_drawing(self, *, layout: str = "spring", seed: int = 0):
-        """What the UI draws: an :class:`explorer.drawing.Drawing`, laid out."""
-        from explorer.drawing import MAX_NODES, Drawing
+    def to_drawing(self, *, layout: str | None = "auto", seed: int = 0):
+        """What the UI draws: an :class:`explorer.drawing.Drawing`.
+
+        ``layout``: a name from ``explorer.drawing.LAYOUTS``, ``None`` (every
+        position stays ``None``) or ``auto``: ``spring`` for graphs of at most
+        ``explorer.drawing.AUTO_LAYOUT_NODES`` (500) nodes, no positions for
+        larger ones (a spring layout of thousands of nodes takes minutes; the
+        UI lays out the subset it shows). Name a layout to force one.
+        """
+        from explorer.drawing import AUTO_LAYOUT_NODES, MAX_NODES, Drawing
 
         if self.num_nodes > MAX_NODES:
             raise GraphFileError(f"{self.num_nodes} nodes is too many to draw "
                                  f"(at most {MAX_NODES}); train on it without drawing")
+        if layout == "auto":
+            layout = "spring" if self.num_nodes <= AUTO_LAYOUT_NODES else None
         labels = self.labels if self.labels is not None else np.full(self.num_nodes, -1)
         drawing = Drawing(names=self.names, labels=tuple(int(v) for v in labels),
                           positions=(None,) * self.num_nodes,
                           edges=tuple(map(tuple, self.edge_index.T.tolist())),
                           directed=self.directed)
-        return drawing.layout(layout, seed=seed)
+        return drawing if layout is None else drawing.layout(layout, seed=seed)
+
+
+def _check_split(split, names, where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``split`` as three disjoint bool masks over ``names``; raises
+    :class:`GraphFileError` naming ``where`` otherwise."""
+    if not isinstance(split, (tuple, list)) or len(split) != 3:
+        raise GraphFileError(f"{where}: expected three masks (train, val, test)")
+    masks = []
+    for part, mask in zip(SPLITS, split):
+        mask = np.asarray(mask)
+        if mask.shape != (len(names),):
+            raise GraphFileError(f"{where}: the {part} mask has shape {list(mask.shape)} "
+                                 f"for {len(names)} nodes")
+        if mask.dtype != bool and not (mask.dtype.kind in "iu" and np.isin(mask, (0, 1)).all()):
+            raise GraphFileError(f"{where}: the {part} mask must be bool, got {mask.dtype}")
+        masks.append(mask.astype(bool))
+    for a, b in ((0, 1), (0, 2), (1, 2)):
+        both = np.flatnonzero(masks[a] & masks[b])
+        if both.size:
+            raise GraphFileError(f"{where}: node {names[both[0]]!r} is in both {SPLITS[a]} "
+                                 f"and {SPLITS[b]} ({both.size} nodes in both)")
+    return tuple(masks)
+
+
+def _split_value(value, where: str) -> int:
+    """Index into :data:`SPLITS` of a ``split`` value, or -1 for none."""
+    if value is None:
+        return -1
+    text = value.strip().lower() if isinstance(value, str) else None
+    if text == "":
+        return -1
+    if text not in SPLITS:
+        raise GraphFileError(f"{where}: field 'split': {value!r} is not train, val, test "
+                             "or empty")
+    return SPLITS.index(text)
+
+
+def _split_from_parts(parts: list[int]):
+    """Masks from one split index per node (-1: none); ``None`` if no node has one."""
+    parts = np.asarray(parts, np.int64).reshape(-1)
+    if not (parts >= 0).any():
+        return None
+    return tuple(parts == k for k in range(3))
 
 
 # ------------------------------------------------------------------ reading
@@ -281,20 +360,35 @@ def _read_csv(name: str, text: str, limits: Limits) -> GraphFile:
     return _finish(name, nodes, src, dst, weights if len(header) == 3 else None, limits)
 
 
+_MASK_VALUES = {"1": True, "true": True, "0": False, "false": False, "": False}
+
+
 def _apply_node_csv(graph: GraphFile, name: str, text: str) -> GraphFile:
+    """Node CSV: header ``id,label`` then any columns; ``split`` (train / val /
+    test / empty) or ``train_mask``, ``val_mask``, ``test_mask`` (0/1/true/false)
+    give the split, every other column is a feature."""
     rows = list(csv.reader(io.StringIO(text)))
     if not rows or [h.strip().lower() for h in rows[0][:2]] != ["id", "label"]:
         raise GraphFileError("node CSV line 1: header must start with 'id,label'")
-    width = len(rows[0]) - 2
+    header = [h.strip().lower() for h in rows[0]]
+    special = {h: k for k, h in enumerate(header) if h in ("split",) + _MASK_FIELDS}
+    for h in special:
+        if header.count(h) > 1:
+            raise GraphFileError(f"node CSV line 1: column {h!r} appears more than once")
+    if "split" in special and len(special) > 1:
+        raise GraphFileError("node CSV line 1: use a 'split' column or train_mask/val_mask/"
+                             "test_mask columns, not both")
+    columns = [k for k in range(2, len(header)) if k not in special.values()]
+    width = len(columns)
     index = {n: i for i, n in enumerate(graph.names)}
     names = list(graph.names)
-    labels, feats = {}, {}
+    labels, feats, parts = {}, {}, {}
     for number, row in enumerate(rows[1:], 2):
         if not row:
             continue
         where = f"node CSV line {number}"
-        if len(row) != width + 2:
-            raise GraphFileError(f"{where}: {len(row)} columns, expected {width + 2} "
+        if len(row) != len(header):
+            raise GraphFileError(f"{where}: {len(row)} columns, expected {len(header)} "
                                  "(ragged feature row)")
         key = row[0].strip()
         if key not in index:
@@ -306,7 +400,11 @@ def _apply_node_csv(graph: GraphFile, name: str, text: str) -> GraphFile:
             if value != int(value):
                 raise GraphFileError(f"{where}: label {label!r} is not an integer")
             labels[index[key]] = int(value)
-        feats[index[key]] = [_number(c.strip(), where, "feature") for c in row[2:]]
+        feats[index[key]] = [_number(row[k].strip(), where, "feature") for k in columns]
+        if "split" in special:
+            parts[index[key]] = _split_value(row[special["split"]], where)
+        elif special:
+            parts[index[key]] = _mask_columns(row, special, where)
     n = len(names)
     y = np.full(n, -1, np.int32)
     for i, v in labels.items():
@@ -317,7 +415,34 @@ def _apply_node_csv(graph: GraphFile, name: str, text: str) -> GraphFile:
         if missing:
             raise GraphFileError(f"node CSV: no row for node {missing[0]!r}")
         x = np.asarray([feats[i] for i in range(n)], np.float32)
-    return dataclasses.replace(graph, names=tuple(names), labels=y, features=x)
+    if special:  # the node CSV's split replaces the edge file's
+        split = _split_from_parts([parts.get(i, -1) for i in range(n)])
+    elif graph.split is not None:  # keep the edge file's split; new nodes are in none
+        pad = n - graph.num_nodes
+        split = tuple(np.concatenate([m, np.zeros(pad, bool)]) for m in graph.split)
+    else:
+        split = None
+    return dataclasses.replace(graph, names=tuple(names), labels=y, features=x, split=split)
+
+
+def _mask_columns(row, special: dict, where: str) -> int:
+    """The split index given by a row's ``*_mask`` columns (-1: none)."""
+    chosen = []
+    for k, field in enumerate(_MASK_FIELDS):
+        if field not in special:
+            continue
+        value = row[special[field]]
+        flag = _MASK_VALUES.get(value.strip().lower())
+        if flag is None:
+            raise GraphFileError(f"{where}: field {field!r}: {value!r} is not 0, 1, true "
+                                 "or false")
+        if flag:
+            chosen.append(k)
+    if len(chosen) > 1:
+        raise GraphFileError(f"{where}: fields {_MASK_FIELDS[chosen[0]]!r} and "
+                             f"{_MASK_FIELDS[chosen[1]]!r} are both set; a node belongs to "
+                             "at most one split")
+    return chosen[0] if chosen else -1
 
 
 def _read_json(name: str, text: str, limits: Limits) -> GraphFile:
@@ -333,7 +458,7 @@ def _read_json(name: str, text: str, limits: Limits) -> GraphFile:
     if len(links) > limits.max_edges:
         raise GraphFileError(f"{name}: more than {limits.max_edges} edges")
     nodes = _Nodes(name, limits)
-    labels, feats = [], []
+    labels, feats, parts = [], [], []
     for k, node in enumerate(data["nodes"]):
         where = f"{name} nodes[{k}]"
         if not isinstance(node, dict) or "id" not in node:
@@ -346,6 +471,7 @@ def _read_json(name: str, text: str, limits: Limits) -> GraphFile:
         if isinstance(label, bool) or not isinstance(label, int):
             raise GraphFileError(f"{where}: label {label!r} is not an integer")
         labels.append(label)
+        parts.append(_split_value(node.get("split"), where))
         x = node.get("x")
         if x is not None:
             if not isinstance(x, list):
@@ -369,7 +495,7 @@ def _read_json(name: str, text: str, limits: Limits) -> GraphFile:
     return _finish(name, nodes, src, dst, weights if weighted else None, limits,
                    labels=np.asarray(labels, np.int32),
                    features=np.asarray(feats, np.float32) if feats else None,
-                   directed=bool(data.get("directed", False)))
+                   directed=bool(data.get("directed", False)), split=_split_from_parts(parts))
 
 
 def _read_graphml(name: str, text: str, limits: Limits) -> GraphFile:
@@ -401,13 +527,14 @@ def _from_networkx(name: str, G, limits: Limits) -> GraphFile:
     if G.number_of_edges() > limits.max_edges:
         raise GraphFileError(f"{name}: more than {limits.max_edges} edges")
     nodes = _Nodes(name, limits)
-    labels = []
+    labels, parts = [], []
     for n, attrs in G.nodes(data=True):
         nodes(str(n), f"{name} node {n!r}")
         label = attrs.get("y", -1)
         if isinstance(label, bool) or not isinstance(label, (int, np.integer)):
             raise GraphFileError(f"{name} node {n!r}: label {label!r} is not an integer")
         labels.append(int(label))
+        parts.append(_split_value(attrs.get("split"), f"{name} node {n!r}"))
     edges = list(G.edges(data=True))
     weighted = bool(edges) and all("weight" in d for _, _, d in edges)
     src = [nodes.index[str(u)] for u, _, _ in edges]
@@ -415,7 +542,8 @@ def _from_networkx(name: str, G, limits: Limits) -> GraphFile:
     weights = ([_number(str(d["weight"]), f"{name} edge {u!r}-{v!r}", "weight")
                 for u, v, d in edges] if weighted else None)
     return _finish(name, nodes, src, dst, weights, limits,
-                   labels=np.asarray(labels, np.int32), directed=G.is_directed())
+                   labels=np.asarray(labels, np.int32), directed=G.is_directed(),
+                   split=_split_from_parts(parts))
 
 
 def _read_npz(name: str, data: bytes, limits: Limits) -> GraphFile:
@@ -436,7 +564,8 @@ def _read_npz(name: str, data: bytes, limits: Limits) -> GraphFile:
     if ei.shape[1] > limits.max_edges:
         raise GraphFileError(f"{name} field edge_index: more than {limits.max_edges} edges")
     x, y = arrays.get("x"), arrays.get("y")
-    sizes = [a.shape[0] for a in (x, y) if a is not None and a.ndim >= 1]
+    masks = [arrays[key] for key in _MASK_FIELDS if key in arrays]
+    sizes = [a.shape[0] for a in (x, y, *masks) if a is not None and a.ndim >= 1]
     n = sizes[0] if sizes else (int(ei.max()) + 1 if ei.size else 0)
     if n == 0:
         raise GraphFileError(f"{name}: the graph has no nodes")
@@ -455,17 +584,45 @@ def _read_npz(name: str, data: bytes, limits: Limits) -> GraphFile:
     if y is not None and (y.shape != (n,) or y.dtype.kind not in "iu"):
         raise GraphFileError(f"{name} field y: must be integers of shape [{n}], got "
                              f"{y.dtype} {list(y.shape)}")
-    masks = {}
-    for key in ("train_mask", "val_mask", "test_mask"):
-        if key in arrays:
-            if arrays[key].shape != (n,) or arrays[key].dtype != bool:
-                raise GraphFileError(f"{name} field {key}: must be bool of shape [{n}]")
-            masks[key] = arrays[key]
+    split = _npz_split(name, arrays, n)
     undirected = bool(arrays["undirected"]) if "undirected" in arrays else False
     return GraphFile(names=tuple(str(i) for i in range(n)), edge_index=ei.astype(np.int64),
                      labels=None if y is None else y.astype(np.int32),
                      features=None if x is None else x.astype(np.float32),
-                     directed=not undirected, masks=masks or None)
+                     directed=not undirected, split=split)
+
+
+def _npz_split(name: str, arrays: dict, n: int):
+    """The ``*_mask`` arrays as a split (a missing one: no node); ``None`` if
+    the archive has none of them."""
+    if not any(key in arrays for key in _MASK_FIELDS):
+        return None
+    masks = []
+    for key in _MASK_FIELDS:
+        if key not in arrays:
+            masks.append(np.zeros(n, bool))
+            continue
+        mask, where = arrays[key], f"{name}: field {key!r}"
+        if mask.ndim != 1:
+            raise GraphFileError(f"{where}: must hold one entry per node (shape [{n}]), got "
+                                 f"shape {list(mask.shape)}")
+        if mask.shape[0] != n:
+            raise GraphFileError(f"{where}: {mask.shape[0]} entries for {n} nodes")
+        if mask.dtype.kind in "iu":
+            bad = mask[(mask != 0) & (mask != 1)]
+            if bad.size:
+                raise GraphFileError(f"{where}: holds {bad[0]}; an integer mask holds only "
+                                     "0 and 1")
+        elif mask.dtype != bool:
+            raise GraphFileError(f"{where}: must be bool (or integers 0/1), got {mask.dtype}")
+        masks.append(mask.astype(bool))
+    for a, b in ((0, 1), (0, 2), (1, 2)):
+        both = np.flatnonzero(masks[a] & masks[b])
+        if both.size:
+            raise GraphFileError(f"{name}: fields {_MASK_FIELDS[a]!r} and {_MASK_FIELDS[b]!r} "
+                                 f"both hold node {both[0]} ({both.size} nodes in both); a "
+                                 "node belongs to at most one split")
+    return tuple(masks)
 
 
 def _clean(graph: GraphFile, name: str, drop_duplicates: bool,
@@ -492,7 +649,11 @@ def _clean(graph: GraphFile, name: str, drop_duplicates: bool,
 
 # ------------------------------------------------------------------ writing
 def export_graph(graph: GraphFile, fmt: str) -> bytes:
-    """The graph in format ``fmt`` (``edgelist``, ``csv``, ``json``, ``npz``)."""
+    """The graph in format ``fmt`` (``edgelist``, ``csv``, ``json``, ``npz``,
+    ``graphml``, ``gml``). The split goes wherever the format has a place for
+    it: the ``*_mask`` arrays of ``npz``, the ``split`` node attribute of
+    ``json``, ``graphml`` and ``gml``. Edge lists and edge CSVs hold only edges
+    (:func:`export_node_csv` writes the node CSV that goes with them)."""
     names, (src, dst) = graph.names, graph.edge_index
     w = graph.weights
     if fmt == "edgelist":
@@ -512,6 +673,8 @@ def export_graph(graph: GraphFile, fmt: str) -> bytes:
             node = {"id": name, "label": -1 if graph.labels is None else int(graph.labels[i])}
             if graph.features is not None:
                 node["x"] = [float(v) for v in graph.features[i]]
+            if graph.split_of(i):
+                node["split"] = graph.split_of(i)
             nodes.append(node)
         links = [{"source": names[s], "target": names[t]}
                  | ({} if w is None else {"weight": float(w[k])})
@@ -524,8 +687,9 @@ def export_graph(graph: GraphFile, fmt: str) -> bytes:
             arrays["y"] = graph.labels.astype(np.int32)
         if graph.features is not None:
             arrays["x"] = graph.features.astype(np.float32)
-        for key, mask in (graph.masks or {}).items():
-            arrays[key] = np.asarray(mask, bool)
+        if graph.split is not None:
+            for key, mask in zip(_MASK_FIELDS, graph.split):
+                arrays[key] = np.asarray(mask, bool)
         out = io.BytesIO()
         np.savez(out, **arrays)
         return out.getvalue()
@@ -534,10 +698,31 @@ def export_graph(graph: GraphFile, fmt: str) -> bytes:
 
         G = nx.DiGraph() if graph.directed else nx.Graph()
         for i, name in enumerate(names):
-            G.add_node(name, y=-1 if graph.labels is None else int(graph.labels[i]))
+            split = {"split": graph.split_of(i)} if graph.split_of(i) else {}
+            G.add_node(name, y=-1 if graph.labels is None else int(graph.labels[i]), **split)
         for k, (s, t) in enumerate(zip(src, dst)):
             G.add_edge(names[s], names[t], **({} if w is None else {"weight": float(w[k])}))
         lines = nx.generate_graphml(G) if fmt == "graphml" else nx.generate_gml(G)
         return ("\n".join(lines) + "\n").encode()
     raise GraphFileError(f"unknown export format {fmt!r}; choose edgelist, csv, json, npz, "
                          "graphml or gml")
+
+
+def export_node_csv(graph: GraphFile) -> bytes:
+    """The node CSV that goes with an edge list or edge CSV: ``id,label``, a
+    ``split`` column when the graph has a split, then one column per feature
+    (``x0``, ``x1``, ...). Read it back with ``load_graph_file(..., node_csv=)``."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    width = 0 if graph.features is None else graph.features.shape[1]
+    writer.writerow(["id", "label"] + (["split"] if graph.split is not None else [])
+                    + [f"x{k}" for k in range(width)])
+    for i, name in enumerate(graph.names):
+        label = -1 if graph.labels is None else int(graph.labels[i])
+        row = [name, "" if label == -1 else str(label)]
+        if graph.split is not None:
+            row.append(graph.split_of(i))
+        if width:
+            row += [repr(float(v)) for v in graph.features[i]]
+        writer.writerow(row)
+    return out.getvalue().encode()

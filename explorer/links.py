@@ -17,7 +17,7 @@ import zlib
 from collections.abc import Mapping
 
 from explorer.config import LayerConfig, RunConfig
-from explorer.drawing import MAX_NODES, Drawing
+from explorer.drawing import Drawing
 from explorer.lessons import find as find_lesson
 from explorer.sources import GRAPH_TASKS
 
@@ -25,6 +25,9 @@ __all__ = ["MAX_LINK_CHARS", "Link", "decode", "encode"]
 
 MAX_LINK_CHARS = 8000  # every parameter together; a longer link is ignored
 MAX_GRAPH_BYTES = 200_000  # the graph blob once decompressed
+# a linked graph is laid out on arrival (spring): keep it small, whatever size
+# a drawing may hold (explorer.drawing.MAX_NODES)
+MAX_LINK_NODES = 2000
 _DEFAULTS = RunConfig()
 _SCALARS = [f.name for f in dataclasses.fields(RunConfig) if f.name != "layers"]
 
@@ -97,8 +100,8 @@ def _parse_graph(blob: str, seed: int) -> Drawing:
     if not isinstance(data, dict):
         raise ValueError("the graph must be a JSON object")
     n = data.get("n")
-    if not isinstance(n, int) or not 1 <= n <= MAX_NODES:
-        raise ValueError(f"the graph needs 1 to {MAX_NODES} nodes")
+    if not isinstance(n, int) or not 1 <= n <= MAX_LINK_NODES:
+        raise ValueError(f"the graph needs 1 to {MAX_LINK_NODES} nodes")
     names = data.get("names", [str(i) for i in range(n)])
     labels = data.get("y", [-1] * n)
     edges = data.get("e", [])

@@ -3,32 +3,52 @@ train/val/test splits, all producing a :class:`gnncore.Graph`. No streamlit.
 
 Every preset is deterministic given a seed. ``PRESETS`` maps a name to a
 :class:`Preset` with a one-line description; :func:`load_graph` turns one into
-a training-ready ``Graph``.
+a training-ready ``Graph``. Two presets are real citation graphs shipped in
+``assets/`` (``cora``, ``citeseer``): they bring their own node features
+(``features="file"``) and the public train/val/test split, which is always used
+for them; :func:`preset_file` gives the whole file.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
+from pathlib import Path
 
 import networkx as nx
 import numpy as np
 
 from gnncore import Graph, from_networkx
 
-__all__ = ["FEATURES", "GRAPH_FEATURES", "GRAPH_TASKS", "PRESETS", "Preset", "build_features",
-           "graph_classification_dataset", "load_graph_dataset", "split_graphs",
-           "load_graph", "preset_graph", "split_per_class"]
+__all__ = ["ASSETS", "FEATURES", "GRAPH_FEATURES", "GRAPH_TASKS", "PRESETS", "Preset",
+           "build_features", "graph_classification_dataset", "load_graph_dataset",
+           "split_graphs", "load_graph", "preset_file", "preset_graph", "split_per_class"]
+
+#: the files the app ships (``assets/`` at the top of the repository)
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
 
 
 @dataclasses.dataclass(frozen=True)
 class Preset:
     """A graph source: ``build(seed, difficulty)`` → ``(networkx graph, labels)``.
-    ``difficulty`` in [0, 1] only matters for synthetic tasks (0 = easy)."""
+
+    Arguments:
+        description: one line for the picker.
+        build: makes the graph; ``difficulty`` in [0, 1] only matters for
+            synthetic tasks (0 = easy).
+        synthetic: whether ``difficulty`` changes the graph.
+        file: for a real dataset, its file in ``assets/`` (read by
+            :func:`preset_file`); the file's features and split are used.
+        default_features: the node features used when none are chosen
+            (``file`` for the datasets, ``one_hot`` otherwise).
+    """
 
     description: str
     build: Callable[[int, float], tuple[nx.Graph, np.ndarray]]
     synthetic: bool = False
+    file: str | None = None
+    default_features: str = "one_hot"
 
 
 def _communities(G: nx.Graph) -> np.ndarray:
@@ -100,6 +120,16 @@ def _random_geometric(seed, difficulty):
     return G, labels
 
 
+def _from_file(name: str):
+    def build(seed, difficulty):  # the file is the graph: seed and difficulty change nothing
+        gf = preset_file(name)
+        G = gf.to_networkx()
+        return G, (gf.labels.copy() if gf.labels is not None
+                   else np.full(gf.num_nodes, -1, np.int32))
+
+    return build
+
+
 def _named(make):
     def build(seed, difficulty):
         G = make()
@@ -138,9 +168,43 @@ PRESETS: dict[str, Preset] = {
                    _named(lambda: nx.star_graph(7))),
     "complete": Preset("The complete graph on 6 nodes (labels: a greedy colouring)",
                        _named(lambda: nx.complete_graph(6))),
+    "cora": Preset("Cora: 2708 papers, 5278 citations, 1433 word features, 7 topics; "
+                   "public split 140/500/1000", _from_file("cora"), file="cora.npz",
+                   default_features="file"),
+    "citeseer": Preset("CiteSeer: 3327 papers, 4552 citations, 3703 word features, 6 topics; "
+                       "public split 120/500/1000", _from_file("citeseer"),
+                       file="citeseer.npz", default_features="file"),
 }
 
-FEATURES = ("one_hot", "degree", "degree_one_hot", "constant", "gaussian", "laplacian")
+#: node feature kinds; ``file`` is the graph's own features (only the presets
+#: with a ``file`` have them: nothing to build)
+FEATURES = ("one_hot", "degree", "degree_one_hot", "constant", "gaussian", "laplacian", "file")
+
+
+def _with_features() -> list[str]:
+    return [name for name, p in PRESETS.items() if p.file is not None]
+
+
+@functools.cache
+def preset_file(name: str):
+    """The :class:`explorer.graphio.GraphFile` behind a file-backed preset
+    (names, labels, features, split; its arrays are read-only, the result is
+    cached), or ``None`` for a preset built in code. Raises ``ValueError`` for
+    an unknown name or a missing file (naming its path)."""
+    from explorer.graphio import load_graph_file
+
+    if name not in PRESETS:
+        raise ValueError(f"unknown graph {name!r}; choose one of {sorted(PRESETS)}")
+    if PRESETS[name].file is None:
+        return None
+    path = ASSETS / PRESETS[name].file
+    if not path.is_file():
+        raise ValueError(f"the {name!r} preset needs its data file {path}, which is missing")
+    gf = load_graph_file(path)
+    for array in (gf.edge_index, gf.labels, gf.features, *(gf.split or ())):
+        if array is not None:
+            array.setflags(write=False)  # shared by every caller: nobody may edit it
+    return gf
 
 
 def preset_graph(name: str, *, seed: int = 0, difficulty: float = 0.0):
@@ -161,7 +225,13 @@ def build_features(G: nx.Graph, kind: str, *, seed: int = 0, dim: int = 8) -> np
     ``dim`` wide); ``laplacian``: the ``dim`` eigenvectors of the normalised
     Laplacian with the smallest non-zero eigenvalues (zero-padded for small
     graphs; each vector's sign fixed so its largest entry is positive).
+    ``file`` (a graph's own features) cannot be built: it raises ``ValueError``.
     """
+    if kind == "file":
+        raise ValueError("features 'file' are the graph's own node features; there is nothing "
+                         "to build: use load_graph(name, features='file') for the presets "
+                         f"that have them ({', '.join(_with_features())}), or a file's "
+                         "GraphFile.to_graph()")
     n = G.number_of_nodes()
     degrees = np.asarray([d for _, d in G.degree()], np.int64)
     if kind == "one_hot":
@@ -208,9 +278,30 @@ def split_per_class(labels: np.ndarray, per_class: int, seed: int, *,
     return train, val, test
 
 
-def load_graph(name: str = "karate", *, features: str = "one_hot", seed: int = 0,
+def load_graph(name: str = "karate", *, features: str | None = None, seed: int = 0,
                train_per_class: int = 4, difficulty: float = 0.0) -> Graph:
-    """A preset as a training-ready :class:`gnncore.Graph` (features, labels, split)."""
+    """A preset as a training-ready :class:`gnncore.Graph` (features, labels, split).
+
+    ``features``: a kind from :data:`FEATURES`; ``None`` means the preset's
+    ``default_features``. ``file`` (the graph's own features) exists only for
+    the file-backed presets (``ValueError`` naming ``features`` otherwise).
+    A file-backed preset always gets its file's split (for Cora and CiteSeer the
+    public one); the others a seeded ``train_per_class`` split.
+    """
+    if name not in PRESETS:
+        raise ValueError(f"unknown graph {name!r}; choose one of {sorted(PRESETS)}")
+    preset = PRESETS[name]
+    features = preset.default_features if features is None else features
+    if features not in FEATURES:
+        raise ValueError(f"unknown features {features!r}; choose one of {FEATURES}")
+    gf = preset_file(name)
+    if features == "file" and (gf is None or gf.features is None):
+        raise ValueError(f"features 'file' means the graph's own node features, and {name!r} "
+                         f"has none; the presets with features: {', '.join(_with_features())}")
+    if gf is not None:
+        if not 0.0 <= difficulty <= 1.0:
+            raise ValueError(f"difficulty must be in [0, 1]; got {difficulty}")
+        return gf.to_graph(features=features, seed=seed, train_per_class=train_per_class)
     G, labels = preset_graph(name, seed=seed, difficulty=difficulty)
     train, val, test = split_per_class(labels, train_per_class, seed)
     weight = "weight" if all("weight" in d for _, _, d in G.edges(data=True)) else None

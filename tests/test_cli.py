@@ -107,3 +107,50 @@ def test_train_a_graph_classification_dataset_from_the_command_line():
                  "--every", "5"], out=out)
     text = out.getvalue()
     assert code == 0 and "graph cycle_vs_tree" in text and "verdict: training" in text
+
+
+def test_train_cora_uses_its_features_and_public_split():
+    code, text = run_cli("train", "--graph", "cora", "--epochs", "3", "--every", "1")
+    lines = text.strip().splitlines()
+    assert code == 0 and lines[0].startswith("mode nnx.jit | graph cora | 3 steps")
+    steps = [ln.split() for ln in lines[2:5]]
+    assert [int(s[0]) for s in steps] == [1, 2, 3]
+    assert float(steps[-1][1]) < float(steps[0][1])  # the loss falls
+    assert lines[-1].startswith("verdict: training: 4 of 4 parameters changed")
+
+
+def test_features_default_to_the_presets_own():
+    from explorer.cli import _config, _parser
+
+    def config(*argv):
+        return _config(_parser().parse_args(["train", *argv]))
+
+    assert config("--graph", "cora").features == "file"
+    assert config("--graph", "karate").features == "one_hot"
+    assert config("--graph", "cora", "--features", "degree").features == "degree"
+    assert config().features == "one_hot"  # karate, the default graph
+
+
+def test_config_file_features_win_over_the_preset_default(tmp_path):
+    from explorer.cli import _config, _parser
+
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps({"graph": "cora", "features": "constant"}))
+    args = _parser().parse_args(["train", "--config", str(path)])
+    assert _config(args).features == "constant"
+    path.write_text(json.dumps({"graph": "cora"}))
+    assert _config(_parser().parse_args(["train", "--config", str(path)])).features == "file"
+
+
+def test_file_features_on_a_graph_without_them_exit_2(capsys):
+    assert main(["train", "--graph", "karate", "--features", "file"], out=io.StringIO()) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "features 'file'" in err and "cora, citeseer" in err
+
+
+def test_inspect_prints_the_split():
+    code, text = run_cli("inspect", str(REPO / "assets" / "cora.npz"))
+    assert code == 0
+    assert text.splitlines()[:5] == ["nodes: 2708", "edges: 5278 (undirected)",
+                                     "features: 1433", "labels: 7",
+                                     "split: 140 train / 500 val / 1000 test"]

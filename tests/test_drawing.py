@@ -73,3 +73,23 @@ def test_from_preset_keeps_names():
     assert "Medici" in d.names and d.num_nodes == 15
     g = d.to_graph()
     assert g.num_nodes == 15 and g.num_edges == 40
+
+
+def test_to_graph_takes_a_given_split():
+    split = (np.asarray([True, False, False]), np.asarray([False, False, True]),
+             np.asarray([False, True, False]))
+    g = triangle().to_graph(split=split)
+    assert [np.asarray(m).tolist() for m in (g.train_mask, g.val_mask, g.test_mask)] == [
+        m.tolist() for m in split]
+    with pytest.raises(ValueError, match="split: the val mask has shape \\[2\\] for 3 nodes"):
+        triangle().to_graph(split=(split[0], split[1][:2], split[2]))
+    with pytest.raises(ValueError, match="split must be three masks"):
+        triangle().to_graph(split=split[:2])
+    with pytest.raises(ValueError, match="split: a node is in more than one"):
+        triangle().to_graph(split=(split[0], split[0], split[2]))
+
+
+def test_layout_none_leaves_positions_unset():
+    d = from_preset("petersen", layout=None)
+    assert d.num_nodes == 10 and all(p is None for p in d.positions)
+    assert all(p is not None for p in from_preset("petersen").positions)  # auto: spring

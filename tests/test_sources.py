@@ -4,6 +4,7 @@ import networkx as nx
 import numpy as np
 import pytest
 
+from explorer import sources
 from explorer.sources import (
     FEATURES,
     GRAPH_TASKS,
@@ -11,6 +12,7 @@ from explorer.sources import (
     build_features,
     graph_classification_dataset,
     load_graph,
+    preset_file,
     preset_graph,
     split_per_class,
 )
@@ -58,7 +60,7 @@ def test_difficulty_knob():
         preset_graph("mars")
 
 
-@pytest.mark.parametrize("kind", FEATURES)
+@pytest.mark.parametrize("kind", [k for k in FEATURES if k != "file"])
 def test_features(kind):
     G = nx.karate_club_graph()
     x = build_features(G, kind, seed=1, dim=6)
@@ -109,3 +111,69 @@ def test_graph_classification_datasets(task):
         else:
             parts = nx.community.greedy_modularity_communities(G)
             assert (len(parts) == 2) == bool(label)
+
+
+# ------------------------------------------------------- file-backed presets
+def test_file_presets_declare_their_file_and_features():
+    assert {n for n, p in PRESETS.items() if p.file} == {"cora", "citeseer"}
+    assert PRESETS["cora"].default_features == "file" and PRESETS["cora"].file == "cora.npz"
+    assert all(p.default_features == "one_hot" for p in PRESETS.values() if not p.file)
+    assert preset_file("karate") is None
+    assert preset_file("cora") is preset_file("cora")  # cached
+    with pytest.raises(ValueError, match="unknown graph 'mars'"):
+        preset_file("mars")
+
+
+def test_preset_file_arrays_are_read_only():
+    gf = preset_file("cora")
+    with pytest.raises(ValueError, match="read-only"):
+        gf.labels[0] = 3
+    with pytest.raises(ValueError, match="read-only"):
+        gf.split[0][0] = False
+
+
+def test_file_features_only_where_the_file_has_them():
+    with pytest.raises(ValueError, match="features 'file' .*'karate' has none; the presets "
+                                         "with features: cora, citeseer"):
+        load_graph("karate", features="file")
+    with pytest.raises(ValueError, match="features 'file' are the graph's own node features; "
+                                         "there is nothing to build"):
+        build_features(nx.karate_club_graph(), "file")
+    with pytest.raises(ValueError, match="unknown features 'colour'"):
+        load_graph("karate", features="colour")
+
+
+def test_default_features_come_from_the_preset():
+    assert load_graph("karate").x.shape == (34, 34)  # one_hot
+    assert load_graph("cora").x.shape == (2708, 1433)  # the file's own
+
+
+def test_a_file_preset_keeps_its_public_split_whatever_the_features_and_seed():
+    cora = preset_file("cora")
+    for graph in (load_graph("cora", features="degree", seed=5, train_per_class=3),
+                  load_graph("cora", features="constant", seed=1, difficulty=1.0)):
+        assert graph.x.shape[1] == 1
+        for mask, expected in zip((graph.train_mask, graph.val_mask, graph.test_mask),
+                                  cora.split):
+            np.testing.assert_array_equal(np.asarray(mask), expected)
+
+
+def test_preset_graph_of_a_file_preset_has_every_node():
+    G, labels = preset_graph("citeseer")
+    assert list(G) == list(range(3327)) and G.number_of_edges() == 4552
+    assert int((labels == -1).sum()) == 15 and nx.number_of_isolates(G) >= 15
+    labels[0] = 99  # a copy: the cached file is untouched
+    assert preset_file("citeseer").labels[0] != 99
+
+
+def test_a_missing_data_file_is_named(tmp_path, monkeypatch):
+    monkeypatch.setattr(sources, "ASSETS", tmp_path)
+    preset_file.cache_clear()
+    try:
+        with pytest.raises(ValueError, match=f"needs its data file {tmp_path / 'cora.npz'}, "
+                                             "which is missing"):
+            load_graph("cora")
+        with pytest.raises(ValueError, match="cora.npz, which is missing"):
+            preset_graph("cora")
+    finally:
+        preset_file.cache_clear()
