@@ -1,14 +1,17 @@
 """Train panel: the JIT mode, Play / Pause / Step / Reset, and the live charts.
 
-Live training runs in a fragment that reruns every ``TICK_EVERY_S`` while
-playing; each run trains one chunk (``Workspace.tick``: steps until the time
-budget is spent) and redraws. The fragment is handed the play token of the run
-it was started for, so a timer that outlives a Reset does nothing.
+Live training runs in a fragment that reruns every ``Speed.every_s`` of the
+chosen speed while playing; each run trains one chunk (``Workspace.tick``: up to
+``Speed.steps_per_tick`` steps, or steps until the time budget is spent) and
+redraws. The fragment is handed the play token of the run it was started for,
+so a timer that outlives a Reset does nothing.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import math
 import re
 import time
 from collections.abc import Callable
@@ -21,9 +24,36 @@ from explorer.export import script_for
 from explorer.ui.common import verdict_banner
 from explorer.workspace import Workspace
 
-TICK_EVERY_S = 0.1  # ask for the next chunk as soon as the last one is drawn
-SPEEDS = {"full speed": None, "1 step per tick": 1, "5 steps per tick": 5,
-          "20 steps per tick": 20}
+
+@dataclasses.dataclass(frozen=True)
+class Speed:
+    """A training speed of the Speed slider: up to ``steps_per_tick`` steps
+    (``None``: as many as fit ``Workspace.tick_budget_s``) every ``every_s``
+    seconds, the redraw included."""
+
+    name: str
+    steps_per_tick: int | None
+    every_s: float
+
+    @property
+    def steps_per_s(self) -> float:
+        """The most steps a second this speed asks for (``inf`` at full speed)."""
+        if self.steps_per_tick is None:
+            return math.inf
+        return self.steps_per_tick / self.every_s
+
+
+#: The Speed slider's options, slowest first: the one table the panel reads.
+SPEEDS = (
+    Speed("slow motion (2 steps/s)", 1, 0.5),
+    Speed("5 steps/s", 1, 0.2),
+    Speed("1 step per tick", 1, 0.1),
+    Speed("5 steps per tick", 5, 0.1),
+    Speed("20 steps per tick", 20, 0.1),
+    Speed("full speed", None, 0.1),  # ask for the next chunk as soon as the last is drawn
+)
+SPEED_BY_NAME = {s.name: s for s in SPEEDS}
+DEFAULT_SPEED = "full speed"
 
 _S = st.session_state
 
@@ -32,8 +62,12 @@ def _set_mode(ws: Workspace) -> None:
     ws.set_config(ws.config.replace(mode=_S.t_mode))
 
 
+def _speed() -> Speed:
+    return SPEED_BY_NAME.get(_S.get("t_speed"), SPEED_BY_NAME[DEFAULT_SPEED])
+
+
 def _set_speed(ws: Workspace) -> None:
-    ws.steps_per_tick = SPEEDS[_S.t_speed]
+    ws.steps_per_tick = _speed().steps_per_tick
 
 
 def _live(ws: Workspace, token: int) -> None:
@@ -120,8 +154,12 @@ def render(ws: Workspace) -> None:
         on_click="ignore", icon=":material/download:", disabled=download is None,
         help="A standalone Python file (gnncore, jax, flax, optax) that trains this run "
              "from the same initial weights and prints the same losses.")
-    _S.setdefault("t_speed", "full speed")
-    st.select_slider("Speed", list(SPEEDS), key="t_speed", on_change=_set_speed, args=(ws,),
-                     help="Slow it down to watch single steps in class.")
-    ws.steps_per_tick = SPEEDS[_S.t_speed]
-    st.fragment(run_every=TICK_EVERY_S if ws.playing else None)(_live)(ws, ws.play_token)
+    if _S.get("t_speed") not in SPEED_BY_NAME:
+        _S.t_speed = DEFAULT_SPEED
+    st.select_slider("Speed", [s.name for s in SPEEDS], key="t_speed", on_change=_set_speed,
+                     args=(ws,), help="Slowest on the left. Slow motion trains one step "
+                     "every half second, so a class can watch the loss move; a tick is one "
+                     "redraw of the charts (about ten a second at most).")
+    speed = _speed()
+    ws.steps_per_tick = speed.steps_per_tick
+    st.fragment(run_every=speed.every_s if ws.playing else None)(_live)(ws, ws.play_token)
