@@ -15,7 +15,7 @@ Conventions the UI relies on:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -282,18 +282,37 @@ def loss_figure(steps: Sequence[float], losses: Sequence[float], *,
 
 def accuracy_figure(steps: Sequence[float], train: Sequence[float],
                     val: Sequence[float], test: Sequence[float], *,
-                    height: int = 300) -> go.Figure:
-    """Train, val and test accuracy against step; a series that is all NaN
-    (e.g. no validation nodes) is left out."""
+                    height: int = 300, empty: Collection[str] = (),
+                    unit: str = "nodes") -> go.Figure:
+    """Train, val and test accuracy against step.
+
+    A split named in ``empty`` (it has no nodes: the engine scores it 0.0) and
+    a series that is all NaN are left out instead of drawn as a fake 0 % line;
+    a note above the plot names them ("no test nodes: curve left out"; ``unit``
+    is "graphs" for a graph-classification dataset)."""
     if len(steps) == 0:
         return _empty_figure(EMPTY_RUN, height, "accuracy")
+    unknown = sorted(set(empty) - {"train", "val", "test"})
+    if unknown:
+        raise ValueError(f"unknown splits {unknown}; use train, val or test")
     fig = go.Figure()
+    missing = []
     for name, values in (("train", train), ("val", val), ("test", test)):
         values = np.asarray(values, dtype=np.float64)
-        if values.size and not np.all(np.isnan(values)):
+        if name in empty or not values.size or np.all(np.isnan(values)):
+            missing.append(name)
+        else:
             fig.add_trace(go.Scatter(x=list(steps), y=values, mode="lines", name=name))
     fig.update_yaxes(range=[0, 1.02])
-    return _line_layout(fig, height=height, ytitle="accuracy", uirevision="accuracy")
+    _line_layout(fig, height=height, ytitle="accuracy", uirevision="accuracy")
+    if missing:
+        fig.update_layout(showlegend=True)  # plotly hides the legend of a lone curve
+        fig.add_annotation(
+            text=f"no {' / '.join(missing)} {unit}: "
+                 f"{'curve' if len(missing) == 1 else 'curves'} left out", x=1.0, y=1.0,
+            xref="paper", yref="paper", xanchor="right", yanchor="bottom",
+            showarrow=False, font={"size": 12, "color": "#666"})
+    return fig
 
 
 # ------------------------------------------------------------------ heatmap

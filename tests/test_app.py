@@ -272,3 +272,25 @@ def test_speed_options_run_slowest_to_fastest_and_slow_motion_plays_slowly(at, m
     at.button(key="t_pause").click().run()
     assert intervals[-1] is None
 
+
+# ------------------------------------------------------- empty splits
+def test_no_test_nodes_reads_n_a_not_0_percent(at):
+    """The 'path' preset (8 nodes, 4 per class) puts every node in train with
+    the default 4 per class: val and test are empty."""
+    import json
+
+    at.selectbox(key="g_preset").set_value("path").run()
+    at.button(key="t_step").click().run()
+    _ok(at)
+    run = _ws(at).run
+    assert int(run.graph.test_mask.sum()) == 0 and int(run.graph.val_mask.sum()) == 0
+    assert run.history[-1].test_acc == 0.0  # the engine's score of an empty split
+    test = next(m for m in at.metric if m.label == "Test acc")
+    assert test.value == "n/a" and "no test nodes" in test.help
+    train = next(m for m in at.metric if m.label == "Train acc")
+    assert train.value.endswith("%")
+    chart = next(c for c in at.get("plotly_chart") if "t_acc" in c.proto.id)
+    figure = json.loads(chart.proto.spec)
+    assert [t["name"] for t in figure["data"]] == ["train"]
+    notes = [a["text"] for a in figure["layout"].get("annotations", [])]
+    assert notes == ["no val / test nodes: curves left out"]

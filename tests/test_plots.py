@@ -201,6 +201,24 @@ def test_heatmap_frozen_and_empty():
     assert annotation_texts(empty) == ["Press Step or Play"]
 
 
+def test_accuracy_leaves_out_empty_splits_and_says_so():
+    steps = [1, 2, 3]
+    fig = plots.accuracy_figure(steps, [0.5, 0.7, 0.9], [0.0] * 3, [0.0] * 3,
+                                empty=["val", "test"])
+    assert [t.name for t in fig.data] == ["train"]  # no fake 0 % lines
+    assert fig.layout.showlegend  # the lone curve is still named
+    assert annotation_texts(fig) == ["no val / test nodes: curves left out"]
+    one = plots.accuracy_figure(steps, [0.5] * 3, [0.2] * 3, [0.0] * 3, empty=["test"],
+                                unit="graphs")
+    assert [t.name for t in one.data] == ["train", "val"]
+    assert annotation_texts(one) == ["no test graphs: curve left out"]
+    full = plots.accuracy_figure(steps, [0.5] * 3, [0.2] * 3, [0.0] * 3)
+    assert [t.name for t in full.data] == ["train", "val", "test"]  # a real 0 % stays
+    assert annotation_texts(full) == []
+    with pytest.raises(ValueError, match="unknown splits"):
+        plots.accuracy_figure(steps, [0.5] * 3, [0.2] * 3, [0.0] * 3, empty=["dev"])
+
+
 # ------------------------------------------------------------- comparisons
 def test_race_flat_curve():
     fig = plots.race_figure({"eager": [1.0, 0.5, 0.2], "broken": [0.7, 0.7, 0.7]})

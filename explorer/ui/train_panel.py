@@ -16,6 +16,7 @@ import re
 import time
 from collections.abc import Callable
 
+import numpy as np
 import streamlit as st
 
 from explorer import plots
@@ -54,6 +55,7 @@ SPEEDS = (
 )
 SPEED_BY_NAME = {s.name: s for s in SPEEDS}
 DEFAULT_SPEED = "full speed"
+SPLITS = ("train", "val", "test")
 
 _S = st.session_state
 
@@ -70,6 +72,32 @@ def _set_speed(ws: Workspace) -> None:
     ws.steps_per_tick = _speed().steps_per_tick
 
 
+def split_sizes(ws: Workspace) -> dict[str, int]:
+    """How many nodes (graphs, for a dataset) the run's train, val and test
+    splits hold. The engine scores an empty split as 0.0, so the panel asks
+    this before showing an accuracy."""
+    run = ws.run
+    if run is None:
+        return {name: 0 for name in SPLITS}
+    if run.task == "graph":
+        masks = run.split
+    else:
+        masks = [getattr(run.graph, f"{name}_mask") for name in SPLITS]
+    return {name: 0 if m is None else int(np.sum(np.asarray(m)))
+            for name, m in zip(SPLITS, masks)}
+
+
+def _accuracy_metric(column, split: str, value: float, size: int, unit: str) -> None:
+    """``n/a`` (with a tooltip saying why) for an empty split, else a percentage."""
+    label = f"{split.capitalize()} acc"
+    if size == 0:
+        column.metric(label, "n/a", help=f"There are no {split} {unit} in this run, so "
+                      f"there is no {split} accuracy to show.")
+    else:
+        column.metric(label, f"{value:.0%}", help=f"Share of the {size} {split} {unit} "
+                      "predicted correctly (eval mode).")
+
+
 def _live(ws: Workspace, token: int) -> None:
     if ws.playing:
         started = time.perf_counter()
@@ -83,6 +111,8 @@ def _live(ws: Workspace, token: int) -> None:
             st.rerun()  # finished or stopped: stop the timer, refresh the whole page
     run = ws.run
     history = run.history if run else []
+    sizes = split_sizes(ws)
+    unit = "graphs" if ws.task == "graph" else "nodes"
     done, target = ws.steps_done, ws.target_steps
     st.progress(min(done / target, 1.0) if target else 0.0,
                 text=f"Step {done} of {target}" + (" · training…" if ws.playing else ""))
@@ -90,8 +120,8 @@ def _live(ws: Workspace, token: int) -> None:
         last = history[-1]
         cols = st.columns(3)
         cols[0].metric("Loss", f"{last.loss:.4f}")
-        cols[1].metric("Train acc", f"{last.train_acc:.0%}")
-        cols[2].metric("Test acc", f"{last.test_acc:.0%}")
+        _accuracy_metric(cols[1], "train", last.train_acc, sizes["train"], unit)
+        _accuracy_metric(cols[2], "test", last.test_acc, sizes["test"], unit)
         st.caption(f"Last step {1e3 * last.wall_s:.3g} ms (synced wall time) · traces so far: "
                    f"{last.trace_count}" + (f" · this step traced: {last.trace_cause}"
                                             if last.traced else ""))
@@ -103,7 +133,9 @@ def _live(ws: Workspace, token: int) -> None:
                     key="t_loss", config={"displaylogo": False})
     acc = plots.accuracy_figure(steps, [r.train_acc for r in history],
                                 [r.val_acc for r in history],
-                                [r.test_acc for r in history], height=240)
+                                [r.test_acc for r in history], height=240,
+                                empty=[name for name, n in sizes.items() if n == 0],
+                                unit=unit)
     st.plotly_chart(acc, key="t_acc", config={"displaylogo": False})
 
 
