@@ -15,7 +15,7 @@ Conventions the UI relies on:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -282,29 +282,72 @@ def loss_figure(steps: Sequence[float], losses: Sequence[float], *,
 
 def accuracy_figure(steps: Sequence[float], train: Sequence[float],
                     val: Sequence[float], test: Sequence[float], *,
-                    height: int = 300) -> go.Figure:
-    """Train, val and test accuracy against step; a series that is all NaN
-    (e.g. no validation nodes) is left out."""
+                    height: int = 300, empty: Collection[str] = (),
+                    unit: str = "nodes") -> go.Figure:
+    """Train, val and test accuracy against step.
+
+    A split named in ``empty`` (it has no nodes: the engine scores it 0.0) and
+    a series that is all NaN are left out instead of drawn as a fake 0 % line;
+    a note above the plot names them ("no test nodes: curve left out"; ``unit``
+    is "graphs" for a graph-classification dataset)."""
     if len(steps) == 0:
         return _empty_figure(EMPTY_RUN, height, "accuracy")
+    unknown = sorted(set(empty) - {"train", "val", "test"})
+    if unknown:
+        raise ValueError(f"unknown splits {unknown}; use train, val or test")
     fig = go.Figure()
+    missing = []
     for name, values in (("train", train), ("val", val), ("test", test)):
         values = np.asarray(values, dtype=np.float64)
-        if values.size and not np.all(np.isnan(values)):
+        if name in empty or not values.size or np.all(np.isnan(values)):
+            missing.append(name)
+        else:
             fig.add_trace(go.Scatter(x=list(steps), y=values, mode="lines", name=name))
     fig.update_yaxes(range=[0, 1.02])
-    return _line_layout(fig, height=height, ytitle="accuracy", uirevision="accuracy")
+    _line_layout(fig, height=height, ytitle="accuracy", uirevision="accuracy")
+    if missing:
+        fig.update_layout(showlegend=True)  # plotly hides the legend of a lone curve
+        fig.add_annotation(
+            text=f"no {' / '.join(missing)} {unit}: "
+                 f"{'curve' if len(missing) == 1 else 'curves'} left out", x=1.0, y=1.0,
+            xref="paper", yref="paper", xanchor="right", yanchor="bottom",
+            showarrow=False, font={"size": 12, "color": "#666"})
+    return fig
 
 
 # ------------------------------------------------------------------ heatmap
+UNCHANGED_COLOUR = "#dce6f0"  # a cell whose variable did not change at that step
+FROZEN_RANGE = (-6, -1)  # log10 colour range of a map where nothing changed
+CELL_GAP_MAX_STEPS = 120  # more steps than this: no gap between columns
+COLOURBAR_TITLE = "‖Δ‖/‖θ‖<br>per step<br>(log scale)"
+UNCHANGED_KEY = "0 = unchanged"
+
+
+def _log_ticks(low: int, high: int) -> tuple[list[int], list[str]]:
+    """Colour-bar ticks at whole powers of ten from ``low`` to ``high``
+    (log10 values), labelled ``1e-3``, ``1``, ``10``, …; at most ~8 ticks."""
+    every = max(1, math.ceil((high - low) / 7))
+    values = list(range(high, low - 1, -every))[::-1]
+    names = {0: "1", 1: "10"}
+    return values, [names.get(v, f"1e{v}") for v in values]
+
+
 def heatmap_figure(paths: Sequence[str], rel_changes, *, steps: Sequence[float] | None = None,
                    height: int | None = None) -> go.Figure:
     """How much each variable (row) changed at each step (column).
 
-    The colour is ``log10`` of the relative change ``‖Δ‖/‖θ‖``; a cell where the
-    variable did not change at all is left blank, and an infinite change takes
-    the colour of the largest finite one. When nothing changed anywhere the
-    map carries a note that training is frozen.
+    Trace 0 colours ``log10`` of the relative change ``‖Δ‖/‖θ‖`` (a colour bar
+    with powers of ten); an infinite change takes the colour of the largest
+    finite one. A cell where the variable did not change at all is NaN there
+    and drawn by trace 1 in :data:`UNCHANGED_COLOUR` instead, so every cell of
+    the variables × steps grid shows, with white gaps between cells; a swatch
+    of that colour under the colour bar reads "0 = unchanged".
+
+    When nothing changed anywhere (frozen training), the colour range is fixed
+    to :data:`FROZEN_RANGE` rather than collapsing to one tick (trace 2, an
+    empty marker trace, draws that colour bar: plotly draws none for an
+    all-blank heatmap), and the map says "Frozen: no parameter changed in any
+    of N steps".
     """
     if height is None:
         height = max(250, 22 * len(paths) + 120)
@@ -321,21 +364,60 @@ def heatmap_figure(paths: Sequence[str], rel_changes, *, steps: Sequence[float] 
     z = np.full(rel.shape, np.nan)
     z[finite] = np.log10(rel[finite])
     z[np.isposinf(rel)] = np.max(z[finite]) if finite.any() else 0.0
+    frozen = not np.any(rel > 0)
+    if frozen:
+        low, high = FROZEN_RANGE
+    else:
+        shown = z[np.isfinite(z)]
+        low, high = math.floor(shown.min()), math.ceil(shown.max())
+        if high - low < 1:  # every change the same power of ten: keep a readable bar
+            low, high = low - 1, high + 1
+    tickvals, ticktext = _log_ticks(low, high)
     hover = [["unchanged" if v == 0 else f"{v:.3g}" for v in row] for row in rel]
+    gap = 1 if num_steps <= CELL_GAP_MAX_STEPS else 0
+    unchanged = np.where(rel == 0, 0.0, np.nan)
 
-    fig = go.Figure(go.Heatmap(
-        z=z, x=x, y=list(paths), customdata=rel, text=hover,
-        hovertemplate="%{y}<br>step %{x}<br>‖Δ‖/‖θ‖ = %{text}<extra></extra>",
-        colorscale="Viridis", colorbar={"title": {"text": "log10 ‖Δ‖/‖θ‖"}},
-    ))
+    colorbar = {"title": {"text": COLOURBAR_TITLE}, "tickvals": tickvals,
+                "ticktext": ticktext, "len": 0.78, "y": 1.0, "yanchor": "top"}
+    traces = [
+        go.Heatmap(
+            z=z, x=x, y=list(paths), customdata=rel, text=hover, zmin=low, zmax=high,
+            hovertemplate="%{y}<br>step %{x}<br>‖Δ‖/‖θ‖ = %{text}<extra></extra>",
+            colorscale="Viridis", xgap=gap, ygap=1, colorbar=colorbar, showscale=not frozen),
+        # the "no change" cells, with a one-colour swatch under the colour bar as their key
+        go.Heatmap(
+            z=unchanged, x=x, y=list(paths), text=hover, name=UNCHANGED_KEY,
+            colorscale=[[0, UNCHANGED_COLOUR], [1, UNCHANGED_COLOUR]], zmin=0, zmax=1,
+            xgap=gap, ygap=1, showscale=True,
+            colorbar={"tickvals": [0.5], "ticktext": [UNCHANGED_KEY], "ticks": "",
+                      "lenmode": "pixels", "len": 38, "ypad": 10, "thickness": 18, "y": 0.0,
+                      "yanchor": "bottom", "outlinewidth": 1, "outlinecolor": "#999"},
+            hovertemplate="%{y}<br>step %{x}<br>‖Δ‖/‖θ‖ = 0 (unchanged)<extra></extra>"),
+    ]
+    if frozen:
+        # plotly draws no colour bar for a heatmap without a single value, so an
+        # empty marker trace carries the same bar: the scale stays visible
+        traces.append(go.Scatter(
+            x=[None], y=[None], mode="markers", showlegend=False, hoverinfo="skip",
+            name="colour bar", marker={"color": [low], "cmin": low, "cmax": high,
+                                       "colorscale": "Viridis", "showscale": True,
+                                       "colorbar": colorbar}))
+    fig = go.Figure(traces)
     fig.update_layout(
         height=height, uirevision="heatmap", xaxis_title="step",
-        xaxis=_step_axis(max(x, default=1)),
-        yaxis={"autorange": "reversed", "automargin": True},
+        xaxis={**_step_axis(max(x, default=1)), "showgrid": False, "zeroline": False},
+        yaxis={"autorange": "reversed", "automargin": True, "type": "category",
+               "showgrid": False},
         margin={"l": 10, "r": 10, "t": 20, "b": 40}, plot_bgcolor="white",
     )
-    if not np.any(rel > 0):
-        _annotate(fig, "Blank map: no variable changed in any step — training is frozen")
+    if frozen:
+        steps_text = "1 step" if num_steps == 1 else f"{num_steps} steps"
+        fig.add_annotation(
+            text=f"<b>Frozen: no parameter changed in any of {steps_text}</b><br>"
+                 "every cell is 0 (unchanged): training is frozen",
+            x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False,
+            font={"size": 15, "color": "#8b1a1a"}, bgcolor="rgba(255,255,255,0.9)",
+            bordercolor="#8b1a1a", borderwidth=1, borderpad=8)
     return fig
 
 

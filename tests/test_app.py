@@ -221,3 +221,76 @@ def test_download_as_script_reproduces_the_edited_run(at, tmp_path):
         [round(r.loss, 6) for r in _ws(at).run.history], abs=1.5e-6)
     assert _ws(at).run.graph.num_edges == 158  # the edit is in the script's graph
     assert "(0, 9)" in path.read_text() and "(9, 0)" in path.read_text()
+
+
+# ------------------------------------------------------------------ speed
+def test_the_speed_table_is_ordered_slowest_first():
+    from explorer.ui.train_panel import DEFAULT_SPEED, SPEED_BY_NAME, SPEEDS
+
+    rates = [s.steps_per_s for s in SPEEDS]
+    assert rates == sorted(rates) and len(set(rates)) == len(rates), rates
+    assert len(SPEED_BY_NAME) == len(SPEEDS)  # unique names
+    assert all(s.every_s > 0 for s in SPEEDS)
+    slow = SPEEDS[0]
+    assert "slow motion" in slow.name and slow.steps_per_tick == 1
+    assert slow.every_s == 0.5 and slow.steps_per_s == 2.0
+    full = SPEEDS[-1]
+    assert full.name == DEFAULT_SPEED == "full speed" and full.steps_per_tick is None
+    assert full.steps_per_s == float("inf")
+
+
+def test_speed_options_run_slowest_to_fastest_and_slow_motion_plays_slowly(at, monkeypatch):
+    import streamlit
+
+    from explorer.ui.train_panel import SPEED_BY_NAME
+
+    slider = at.select_slider(key="t_speed")
+    rates = [SPEED_BY_NAME[name].steps_per_s for name in slider.options]
+    assert rates == sorted(rates) and len(set(rates)) == len(rates), slider.options
+    assert slider.value == "full speed" and _ws(at).steps_per_tick is None
+
+    intervals = []  # run_every of every fragment the train panel starts
+    real = streamlit.fragment
+
+    def spy(func=None, *, run_every=None, **kwargs):
+        intervals.append(run_every)
+        return real(func, run_every=run_every, **kwargs)
+
+    monkeypatch.setattr(streamlit, "fragment", spy)
+    at.select_slider(key="t_speed").set_value("slow motion (2 steps/s)").run()
+    _ok(at)
+    ws = _ws(at)
+    assert ws.steps_per_tick == 1 and intervals[-1] is None  # not playing: no timer
+    at.button(key="t_play").click().run()
+    _ok(at)
+    assert ws.playing and ws.steps_done == 1  # one tick, one step
+    assert intervals[-1] == 0.5  # the next tick in half a second: 2 steps/s
+    at.run()  # a rerun is one more tick
+    assert ws.steps_done == 2 and intervals[-1] == 0.5
+    at.select_slider(key="t_speed").set_value("full speed").run()
+    assert ws.steps_per_tick is None and ws.steps_done > 3 and intervals[-1] == 0.1
+    at.button(key="t_pause").click().run()
+    assert intervals[-1] is None
+
+
+# ------------------------------------------------------- empty splits
+def test_no_test_nodes_reads_n_a_not_0_percent(at):
+    """The 'path' preset (8 nodes, 4 per class) puts every node in train with
+    the default 4 per class: val and test are empty."""
+    import json
+
+    at.selectbox(key="g_preset").set_value("path").run()
+    at.button(key="t_step").click().run()
+    _ok(at)
+    run = _ws(at).run
+    assert int(run.graph.test_mask.sum()) == 0 and int(run.graph.val_mask.sum()) == 0
+    assert run.history[-1].test_acc == 0.0  # the engine's score of an empty split
+    test = next(m for m in at.metric if m.label == "Test acc")
+    assert test.value == "n/a" and "no test nodes" in test.help
+    train = next(m for m in at.metric if m.label == "Train acc")
+    assert train.value.endswith("%")
+    chart = next(c for c in at.get("plotly_chart") if "t_acc" in c.proto.id)
+    figure = json.loads(chart.proto.spec)
+    assert [t["name"] for t in figure["data"]] == ["train"]
+    notes = [a["text"] for a in figure["layout"].get("annotations", [])]
+    assert notes == ["no val / test nodes: curves left out"]

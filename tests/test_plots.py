@@ -187,7 +187,7 @@ def test_heatmap_blank_where_unchanged_and_inf():
     assert z[0, 2] == pytest.approx(-1.0)  # inf shows as the largest finite value
     assert list(fig.data[0].x) == [1, 2, 3]
     assert fig.data[0].text[0][1] == "unchanged" and fig.data[0].text[1][0] == "0.1"
-    assert fig.data[0].colorbar.title.text == "log10 ‖Δ‖/‖θ‖"
+    assert fig.data[0].colorbar.title.text == plots.COLOURBAR_TITLE
     assert annotation_texts(fig) == []
     assert fig.layout.height == max(250, 22 * 2 + 120)
 
@@ -199,6 +199,82 @@ def test_heatmap_frozen_and_empty():
     assert any("training is frozen" in t for t in annotation_texts(frozen))
     empty = plots.heatmap_figure(["w"], np.zeros((1, 0)))
     assert annotation_texts(empty) == ["Press Step or Play"]
+
+
+def test_frozen_heatmap_draws_the_grid_a_fixed_scale_and_says_frozen():
+    """A frozen run (every relative change exactly 0): every cell is drawn in
+    the "no change" colour, the colour bar keeps a fixed range of labelled
+    powers of ten, and the map says it is frozen."""
+    paths = ["layers/0/kernel  (parameter)", "layers/0/bias  (parameter)",
+             "opt/step  (optimizer)"]
+    fig = plots.heatmap_figure(paths, np.zeros((3, 4)), steps=[1, 2, 3, 4])
+    changes, unchanged, bar = fig.data
+    assert np.all(np.isnan(np.asarray(changes.z, dtype=float)))
+    assert np.array_equal(np.asarray(unchanged.z, dtype=float), np.zeros((3, 4)))
+    assert list(unchanged.x) == [1, 2, 3, 4] and list(unchanged.y) == paths
+    assert {c[1] for c in unchanged.colorscale} == {plots.UNCHANGED_COLOUR}
+    assert list(unchanged.colorbar.ticktext) == ["0 = unchanged"] and unchanged.showscale
+    assert changes.xgap >= 1 and changes.ygap >= 1 and unchanged.xgap >= 1  # cell borders
+    assert (changes.zmin, changes.zmax) == plots.FROZEN_RANGE == (-6, -1)
+    # an all-blank heatmap gets no colour bar from plotly: an empty trace carries it
+    assert not changes.showscale and bar.marker.showscale and list(bar.x) == [None]
+    assert (bar.marker.cmin, bar.marker.cmax) == (-6, -1)
+    assert bar.marker.colorscale == changes.colorscale
+    assert list(bar.marker.colorbar.tickvals) == [-6, -5, -4, -3, -2, -1]
+    assert list(bar.marker.colorbar.ticktext) == ["1e-6", "1e-5", "1e-4", "1e-3", "1e-2",
+                                                  "1e-1"]
+    assert bar.marker.colorbar.title.text == plots.COLOURBAR_TITLE
+    assert fig.layout.xaxis.tickformat == "d" and fig.layout.xaxis.dtick == 1
+    assert fig.layout.xaxis.title.text == "step"
+    assert fig.layout.yaxis.type == "category" and fig.layout.yaxis.autorange == "reversed"
+    texts = annotation_texts(fig)
+    assert len(texts) == 1 and "Frozen: no parameter changed in any of 4 steps" in texts[0]
+    one = plots.heatmap_figure(["w"], np.zeros((1, 1)))
+    assert "in any of 1 step<" in annotation_texts(one)[0]
+
+
+def test_training_heatmap_keeps_informative_colours():
+    rng = np.random.default_rng(0)
+    rel = 10.0 ** rng.uniform(-4.5, -1.2, size=(3, 5))
+    rel[2, 0] = 0.0  # one variable unchanged at one step
+    fig = plots.heatmap_figure(["a", "b", "c"], rel)
+    changes, unchanged = fig.data  # no colour-bar carrier: the heatmap draws its own
+    assert changes.showscale is not False
+    z = np.asarray(changes.z, dtype=float)
+    assert np.isnan(z[2, 0]) and np.all(np.isfinite(np.delete(z.ravel(), 10)))
+    u = np.asarray(unchanged.z, dtype=float)
+    assert u[2, 0] == 0 and np.isnan(np.delete(u.ravel(), 10)).all()
+    assert changes.colorscale == plots.go.Heatmap(colorscale="Viridis").colorscale
+    assert changes.zmin <= np.nanmin(z) and changes.zmax >= np.nanmax(z)
+    assert (changes.zmin, changes.zmax) == (-5, -1)  # the data's decades, not a fixed range
+    assert list(changes.colorbar.tickvals) == [-5, -4, -3, -2, -1]
+    assert changes.colorbar.ticktext[0] == "1e-5"
+    assert annotation_texts(fig) == []
+    # every change in one decade: the bar still spans more than one tick
+    same = plots.heatmap_figure(["w"], np.ones((1, 3)))
+    bar = same.data[0]
+    assert (bar.zmin, bar.zmax) == (-1, 1) and list(bar.colorbar.ticktext) == ["1e-1", "1", "10"]
+    # a wide range: at most eight ticks, still whole powers of ten ending at the top
+    wide = plots.heatmap_figure(["w"], [[1e-12, 1.0]]).data[0]
+    assert len(wide.colorbar.tickvals) <= 8 and wide.colorbar.tickvals[-1] == 0
+
+
+def test_accuracy_leaves_out_empty_splits_and_says_so():
+    steps = [1, 2, 3]
+    fig = plots.accuracy_figure(steps, [0.5, 0.7, 0.9], [0.0] * 3, [0.0] * 3,
+                                empty=["val", "test"])
+    assert [t.name for t in fig.data] == ["train"]  # no fake 0 % lines
+    assert fig.layout.showlegend  # the lone curve is still named
+    assert annotation_texts(fig) == ["no val / test nodes: curves left out"]
+    one = plots.accuracy_figure(steps, [0.5] * 3, [0.2] * 3, [0.0] * 3, empty=["test"],
+                                unit="graphs")
+    assert [t.name for t in one.data] == ["train", "val"]
+    assert annotation_texts(one) == ["no test graphs: curve left out"]
+    full = plots.accuracy_figure(steps, [0.5] * 3, [0.2] * 3, [0.0] * 3)
+    assert [t.name for t in full.data] == ["train", "val", "test"]  # a real 0 % stays
+    assert annotation_texts(full) == []
+    with pytest.raises(ValueError, match="unknown splits"):
+        plots.accuracy_figure(steps, [0.5] * 3, [0.2] * 3, [0.0] * 3, empty=["dev"])
 
 
 # ------------------------------------------------------------- comparisons

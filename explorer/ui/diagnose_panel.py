@@ -38,8 +38,9 @@ def _audit(ws: Workspace) -> None:
 def _heatmap(ws: Workspace) -> None:
     paths, kinds, steps, matrix = ws.change_matrix()
     labels = [f"{p}  ({k})" for p, k in zip(paths, kinds)]
-    st.caption("Relative change of every variable at every step (last 200 steps). A run "
-               "that trains lights up the parameter rows; a frozen run is a blank map.")
+    st.caption("Relative change ‖Δ‖/‖θ‖ of every variable at every step (last 200 steps). "
+               "A run that trains lights up the parameter rows in colour; in a frozen run "
+               "every cell stays the pale 'no change' colour.")
     st.plotly_chart(plots.heatmap_figure(labels, matrix, steps=steps), key="d_heatmap",
                     config={"displaylogo": False})
 

@@ -1,18 +1,22 @@
 """Train panel: the JIT mode, Play / Pause / Step / Reset, and the live charts.
 
-Live training runs in a fragment that reruns every ``TICK_EVERY_S`` while
-playing; each run trains one chunk (``Workspace.tick``: steps until the time
-budget is spent) and redraws. The fragment is handed the play token of the run
-it was started for, so a timer that outlives a Reset does nothing.
+Live training runs in a fragment that reruns every ``Speed.every_s`` of the
+chosen speed while playing; each run trains one chunk (``Workspace.tick``: up to
+``Speed.steps_per_tick`` steps, or steps until the time budget is spent) and
+redraws. The fragment is handed the play token of the run it was started for,
+so a timer that outlives a Reset does nothing.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import math
 import re
 import time
 from collections.abc import Callable
 
+import numpy as np
 import streamlit as st
 
 from explorer import plots
@@ -21,9 +25,37 @@ from explorer.export import script_for
 from explorer.ui.common import verdict_banner
 from explorer.workspace import Workspace
 
-TICK_EVERY_S = 0.1  # ask for the next chunk as soon as the last one is drawn
-SPEEDS = {"full speed": None, "1 step per tick": 1, "5 steps per tick": 5,
-          "20 steps per tick": 20}
+
+@dataclasses.dataclass(frozen=True)
+class Speed:
+    """A training speed of the Speed slider: up to ``steps_per_tick`` steps
+    (``None``: as many as fit ``Workspace.tick_budget_s``) every ``every_s``
+    seconds, the redraw included."""
+
+    name: str
+    steps_per_tick: int | None
+    every_s: float
+
+    @property
+    def steps_per_s(self) -> float:
+        """The most steps a second this speed asks for (``inf`` at full speed)."""
+        if self.steps_per_tick is None:
+            return math.inf
+        return self.steps_per_tick / self.every_s
+
+
+#: The Speed slider's options, slowest first: the one table the panel reads.
+SPEEDS = (
+    Speed("slow motion (2 steps/s)", 1, 0.5),
+    Speed("5 steps/s", 1, 0.2),
+    Speed("1 step per tick", 1, 0.1),
+    Speed("5 steps per tick", 5, 0.1),
+    Speed("20 steps per tick", 20, 0.1),
+    Speed("full speed", None, 0.1),  # ask for the next chunk as soon as the last is drawn
+)
+SPEED_BY_NAME = {s.name: s for s in SPEEDS}
+DEFAULT_SPEED = "full speed"
+SPLITS = ("train", "val", "test")
 
 _S = st.session_state
 
@@ -32,8 +64,38 @@ def _set_mode(ws: Workspace) -> None:
     ws.set_config(ws.config.replace(mode=_S.t_mode))
 
 
+def _speed() -> Speed:
+    return SPEED_BY_NAME.get(_S.get("t_speed"), SPEED_BY_NAME[DEFAULT_SPEED])
+
+
 def _set_speed(ws: Workspace) -> None:
-    ws.steps_per_tick = SPEEDS[_S.t_speed]
+    ws.steps_per_tick = _speed().steps_per_tick
+
+
+def split_sizes(ws: Workspace) -> dict[str, int]:
+    """How many nodes (graphs, for a dataset) the run's train, val and test
+    splits hold. The engine scores an empty split as 0.0, so the panel asks
+    this before showing an accuracy."""
+    run = ws.run
+    if run is None:
+        return {name: 0 for name in SPLITS}
+    if run.task == "graph":
+        masks = run.split
+    else:
+        masks = [getattr(run.graph, f"{name}_mask") for name in SPLITS]
+    return {name: 0 if m is None else int(np.sum(np.asarray(m)))
+            for name, m in zip(SPLITS, masks)}
+
+
+def _accuracy_metric(column, split: str, value: float, size: int, unit: str) -> None:
+    """``n/a`` (with a tooltip saying why) for an empty split, else a percentage."""
+    label = f"{split.capitalize()} acc"
+    if size == 0:
+        column.metric(label, "n/a", help=f"There are no {split} {unit} in this run, so "
+                      f"there is no {split} accuracy to show.")
+    else:
+        column.metric(label, f"{value:.0%}", help=f"Share of the {size} {split} {unit} "
+                      "predicted correctly (eval mode).")
 
 
 def _live(ws: Workspace, token: int) -> None:
@@ -49,6 +111,8 @@ def _live(ws: Workspace, token: int) -> None:
             st.rerun()  # finished or stopped: stop the timer, refresh the whole page
     run = ws.run
     history = run.history if run else []
+    sizes = split_sizes(ws)
+    unit = "graphs" if ws.task == "graph" else "nodes"
     done, target = ws.steps_done, ws.target_steps
     st.progress(min(done / target, 1.0) if target else 0.0,
                 text=f"Step {done} of {target}" + (" · training…" if ws.playing else ""))
@@ -56,8 +120,8 @@ def _live(ws: Workspace, token: int) -> None:
         last = history[-1]
         cols = st.columns(3)
         cols[0].metric("Loss", f"{last.loss:.4f}")
-        cols[1].metric("Train acc", f"{last.train_acc:.0%}")
-        cols[2].metric("Test acc", f"{last.test_acc:.0%}")
+        _accuracy_metric(cols[1], "train", last.train_acc, sizes["train"], unit)
+        _accuracy_metric(cols[2], "test", last.test_acc, sizes["test"], unit)
         st.caption(f"Last step {1e3 * last.wall_s:.3g} ms (synced wall time) · traces so far: "
                    f"{last.trace_count}" + (f" · this step traced: {last.trace_cause}"
                                             if last.traced else ""))
@@ -69,7 +133,9 @@ def _live(ws: Workspace, token: int) -> None:
                     key="t_loss", config={"displaylogo": False})
     acc = plots.accuracy_figure(steps, [r.train_acc for r in history],
                                 [r.val_acc for r in history],
-                                [r.test_acc for r in history], height=240)
+                                [r.test_acc for r in history], height=240,
+                                empty=[name for name, n in sizes.items() if n == 0],
+                                unit=unit)
     st.plotly_chart(acc, key="t_acc", config={"displaylogo": False})
 
 
@@ -120,8 +186,12 @@ def render(ws: Workspace) -> None:
         on_click="ignore", icon=":material/download:", disabled=download is None,
         help="A standalone Python file (gnncore, jax, flax, optax) that trains this run "
              "from the same initial weights and prints the same losses.")
-    _S.setdefault("t_speed", "full speed")
-    st.select_slider("Speed", list(SPEEDS), key="t_speed", on_change=_set_speed, args=(ws,),
-                     help="Slow it down to watch single steps in class.")
-    ws.steps_per_tick = SPEEDS[_S.t_speed]
-    st.fragment(run_every=TICK_EVERY_S if ws.playing else None)(_live)(ws, ws.play_token)
+    if _S.get("t_speed") not in SPEED_BY_NAME:
+        _S.t_speed = DEFAULT_SPEED
+    st.select_slider("Speed", [s.name for s in SPEEDS], key="t_speed", on_change=_set_speed,
+                     args=(ws,), help="Slowest on the left. Slow motion trains one step "
+                     "every half second, so a class can watch the loss move; a tick is one "
+                     "redraw of the charts (about ten a second at most).")
+    speed = _speed()
+    ws.steps_per_tick = speed.steps_per_tick
+    st.fragment(run_every=speed.every_s if ws.playing else None)(_live)(ws, ws.play_token)
