@@ -23,13 +23,13 @@ from collections.abc import Mapping, Sequence
 import networkx as nx
 import numpy as np
 
-from explorer.drawing import Drawing
+from explorer.drawing import AUTO_LAYOUT_NODES, Drawing
 from explorer.workspace import Workspace
 
 __all__ = ["DRAW_LIMIT", "EVENT_TYPES", "SCALE", "CanvasView", "apply_events", "choose_view",
            "payload"]
 
-DRAW_LIMIT = 500  # nodes the canvas draws; a bigger graph is shown as a view
+DRAW_LIMIT = AUTO_LAYOUT_NODES  # nodes the canvas draws; a bigger graph is shown as a view
 SCALE = 300.0  # canvas pixels per unit of a drawing's positions (y points down there)
 MAX_EVENTS = 200  # per batch; a longer queue is a bug or an attack
 MAX_CLIENTS = 8  # canvases remembered per session (a remount starts a new client)
@@ -117,15 +117,18 @@ def payload(ws: Workspace, view: CanvasView, *, colours: Sequence[str],
             splits: Sequence[str], tips: Sequence[str], fit: int, client_acks=None) -> dict:
     """The JSON the canvas renders: nodes (id = name, position in canvas
     pixels, colour, split shape), edges among them, the selection, whether it
-    can be edited, and the last event applied per client."""
+    can be edited, and the last event applied per client. ``colours`` and
+    ``tips`` hold one entry per node on show (in ``view.nodes`` order);
+    ``splits`` one per node of the drawing."""
     d = ws.drawing
     pos = view_positions(ws, view)
     shown = set(view.nodes)
     many = len(view.nodes) > LABEL_TEXT_LIMIT
     size = float(np.clip(28 * math.sqrt(30 / max(len(view.nodes), 30)), 9, 28))
     nodes = [{"id": d.names[i], "label": "" if many else d.names[i],
-              "x": pos[i][0] * SCALE, "y": -pos[i][1] * SCALE, "colour": colours[i],
-              "split": splits[i] if splits else "none", "tip": tips[i]} for i in view.nodes]
+              "x": pos[i][0] * SCALE, "y": -pos[i][1] * SCALE, "colour": colour,
+              "split": splits[i] if splits else "none", "tip": tip}
+             for i, colour, tip in zip(view.nodes, colours, tips, strict=True)]
     edges = [[d.names[u], d.names[v]] for u, v in d.edges if u in shown and v in shown]
     editable, reason = canvas_editable(ws)
     return {"nodes": nodes, "edges": edges, "directed": d.directed,
@@ -143,10 +146,12 @@ def canvas_editable(ws: Workspace) -> tuple[bool, str]:
 # ------------------------------------------------------------------ events
 def apply_events(ws: Workspace, message) -> tuple[int, list[str]]:
     """Apply the canvas's events that are new for their client, in order.
-    Returns ``(edits applied, messages)``: a message per skipped or refused
-    event. Selections count as no edit."""
-    if not isinstance(message, Mapping):
+    Returns ``(edits that changed the drawing, messages)``: a message per
+    skipped or refused event. Selections count as no edit."""
+    if message is None:  # the widget's value when the canvas sent nothing this run
         return 0, []
+    if not isinstance(message, Mapping):
+        return 0, ["canvas: a malformed message was ignored"]
     client, events = message.get("client"), message.get("events")
     if not isinstance(client, str) or not 1 <= len(client) <= 64 or not isinstance(events, list):
         return 0, ["canvas: a malformed message was ignored"]
@@ -156,14 +161,21 @@ def apply_events(ws: Workspace, message) -> tuple[int, list[str]]:
     edits, messages = 0, []
     for event in events:
         seq = event.get("seq") if isinstance(event, Mapping) else None
-        if not isinstance(seq, int) or isinstance(seq, bool) or seq <= last:
-            continue  # already applied (or not an event): never replay
+        if not isinstance(seq, int) or isinstance(seq, bool):
+            messages.append("canvas: an event without a sequence number was ignored")
+            continue
+        if seq <= last:
+            continue  # already applied: never replay
         last = seq
+        before = ws.drawing
         try:
-            edits += _apply(ws, event)
-        except (ValueError, TypeError, KeyError) as err:
-            messages.append(str(err) if isinstance(err, ValueError) else
-                            f"canvas: a malformed {event.get('type')!r} event was ignored")
+            _apply(ws, event)
+        except ValueError as err:
+            messages.append(str(err)[:300])
+        except (TypeError, KeyError, IndexError, OverflowError, AttributeError):
+            messages.append(f"canvas: a malformed {str(event.get('type'))[:20]!r} event "
+                            "was ignored")
+        edits += ws.drawing is not before
     ws.canvas_acks.pop(client, None)
     ws.canvas_acks[client] = last  # newest last: the oldest client is dropped first
     while len(ws.canvas_acks) > MAX_CLIENTS:
@@ -175,25 +187,29 @@ def _nodes(ws: Workspace, names) -> list[int]:
     index = {name: i for i, name in enumerate(ws.drawing.names)}
     if not isinstance(names, list) or len(names) > ws.drawing.num_nodes:
         raise TypeError("names")
-    missing = [str(n)[:40] for n in names if n not in index]
+    missing = [n for n in names if n not in index]
     if missing:
-        raise ValueError(f"no node named {missing[0]!r} (the graph changed meanwhile)")
+        first = missing[0]
+        shown = (first if isinstance(first, str) else
+                 str(first) if isinstance(first, int) and abs(first) < 10**12 else
+                 type(first).__name__)
+        raise ValueError(f"no node named {shown[:40]!r} (the graph changed meanwhile)")
     return [index[n] for n in names]
 
 
 def _point(event) -> tuple[float, float]:
     x, y = event["x"], event["y"]
-    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-               for v in (x, y)) or max(abs(x), abs(y)) > 1e7:
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+               and -1e7 <= v <= 1e7 for v in (x, y)):  # NaN fails the comparison too
         raise ValueError("canvas: a position must be two finite numbers")
     return float(x) / SCALE, -float(y) / SCALE
 
 
-def _apply(ws: Workspace, event: Mapping) -> int:
+def _apply(ws: Workspace, event: Mapping) -> None:
     kind = event.get("type")
     if kind == "select":
         ws.select(_nodes(ws, event["nodes"]))
-        return 0
+        return
     if kind not in EVENT_TYPES:
         raise ValueError(f"canvas: unknown event {str(kind)[:20]!r} ignored")
     if ws.task == "graph":
@@ -230,4 +246,3 @@ def _apply(ws: Workspace, event: Mapping) -> int:
         ws.undo()
     elif kind == "redo":
         ws.redo()
-    return 1

@@ -183,7 +183,8 @@ class Run:
         old_e, new_e = old[1].num_edges, self._batch[1].num_edges
         if (old_n, old_e) != (new_n, new_e):
             moved = [f"{what} {a} -> {b}" for what, a, b in
-                     (("nodes", old_n, new_n), ("edges", old_e, new_e)) if a != b]
+                     (("nodes", old_n, new_n), ("directed edges", old_e, new_e))
+                     if a != b]
             self._pending_cause = "shapes changed: " + ", ".join(moved)
         elif jax.tree.structure(old) != jax.tree.structure(self._batch):
             self._pending_cause = "inputs changed: edge weights added or removed"

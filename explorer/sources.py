@@ -178,6 +178,12 @@ PRESETS: dict[str, Preset] = {
 
 #: node feature kinds; ``file`` is the graph's own features (only the presets
 #: with a ``file`` have them: nothing to build)
+#: kinds that cost memory or time quadratic in the node count (an identity matrix,
+#: a dense eigendecomposition): refused above DENSE_FEATURE_NODES
+DENSE_FEATURES = ("one_hot", "laplacian")
+DENSE_FEATURE_NODES = 5000
+SCALABLE_FEATURES = ("degree_one_hot", "degree", "constant", "gaussian")
+
 FEATURES = ("one_hot", "degree", "degree_one_hot", "constant", "gaussian", "laplacian", "file")
 
 
@@ -227,6 +233,11 @@ def build_features(G: nx.Graph, kind: str, *, seed: int = 0, dim: int = 8) -> np
     graphs; each vector's sign fixed so its largest entry is positive).
     ``file`` (a graph's own features) cannot be built: it raises ``ValueError``.
     """
+    n_nodes = G.number_of_nodes()
+    if kind in DENSE_FEATURES and n_nodes > DENSE_FEATURE_NODES:
+        raise ValueError(f"features {kind!r} on {n_nodes:,} nodes would be a dense "
+                         f"{n_nodes:,}-wide matrix; above {DENSE_FEATURE_NODES:,} nodes choose "
+                         f"one of {SCALABLE_FEATURES} (or the graph's own, 'file')")
     if kind == "file":
         raise ValueError("features 'file' are the graph's own node features; there is nothing "
                          "to build: use load_graph(name, features='file') for the presets "

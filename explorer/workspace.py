@@ -23,17 +23,24 @@ import numpy as np
 
 from explorer.audit import AuditReport
 from explorer.config import RunConfig
-from explorer.drawing import LAYOUTS, Drawing, History, from_preset
+from explorer.drawing import AUTO_LAYOUT_NODES, LAYOUTS, Drawing, History, from_preset
 from explorer.engine import Run, StepRecord, TrainingStopped
 from explorer.graphio import load_graph_file
 from explorer.race import RaceEntry, race
-from explorer.sources import GRAPH_FEATURES, GRAPH_TASKS, PRESETS, preset_file
+from explorer.sources import (
+    DENSE_FEATURE_NODES,
+    DENSE_FEATURES,
+    GRAPH_FEATURES,
+    GRAPH_TASKS,
+    PRESETS,
+    SCALABLE_FEATURES,
+    preset_file,
+)
 from gnncore import Graph
 
-__all__ = ["LAYOUT_LIMIT", "TICK_BUDGET_S", "FileData", "GraphStats", "Workspace"]
+__all__ = ["TICK_BUDGET_S", "FileData", "GraphStats", "Workspace"]
 
 TICK_BUDGET_S = 0.4  # a tick's training time; the redraw comes on top
-LAYOUT_LIMIT = 500  # graphs above this are laid out by the canvas, a view at a time
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,6 +75,7 @@ class Workspace:
         self.target_steps = self.config.epochs
         self.run: Run | None = None
         self.notice = ""  # what the last action did, for the UI to show
+        self.notice_is_edit = False  # the notice is about an edit of the drawing
         self.error = ""  # why the last action failed or training stopped
         self.source = ""
         self.file_data: FileData | None = None  # a file's own features and split
@@ -238,6 +246,10 @@ class Workspace:
         drawing, file_data, warnings = _from_file(gf, self.config.seed)
         features = ("file" if file_data.features is not None else
                     "one_hot" if self.config.features == "file" else self.config.features)
+        if features in DENSE_FEATURES and drawing.num_nodes > DENSE_FEATURE_NODES:
+            features = SCALABLE_FEATURES[0]
+            warnings.append(f"{drawing.num_nodes:,} nodes and no features in the file: "
+                            f"node features are '{features}' (one-hot ids would not fit)")
         self._replace_graph(drawing, f"file: {filename}", file_data,
                             self.config.replace(features=features))
         self.notice = (f"Loaded {filename}: {drawing.num_nodes:,} nodes, {len(drawing.edges):,} "
@@ -249,7 +261,9 @@ class Workspace:
         to the preset's default kind."""
         if use and not self.has_file_features:
             raise ValueError("this graph has no node features of its own")
-        self.set_config(self.config.replace(features="file" if use else "one_hot"))
+        fallback = ("one_hot" if self.drawing.num_nodes <= DENSE_FEATURE_NODES
+                    else SCALABLE_FEATURES[0])  # one-hot ids of a big graph would not fit
+        self.set_config(self.config.replace(features="file" if use else fallback))
 
     def _replace_graph(self, drawing: Drawing, source: str, file_data, config) -> None:
         saved = dict(vars(self))  # every attribute is replaced, never mutated, below
@@ -312,6 +326,7 @@ class Workspace:
         before = self.drawing
         self.history.push(drawing)
         self._changed(before, what)
+        self.notice_is_edit = True
 
     def _changed(self, before: Drawing, what: str) -> None:
         if self.drawing.structure == before.structure:
@@ -335,7 +350,9 @@ class Workspace:
         its index."""
         d = self.drawing
         free = position if position is not None else _free_spot(d)
-        name = _fresh_name(d)
+        # a name the file never used: a new node must not inherit a deleted node's
+        # features or split (they are looked up by name)
+        name = _fresh_name(d, self.file_data.index if self.file_data else ())
         self.edit(d.add_node(name, label=label, position=free), f"added node {name}")
         return self.drawing.num_nodes - 1
 
@@ -407,7 +424,7 @@ class Workspace:
         if method not in LAYOUTS:
             raise ValueError(f"unknown layout {method!r}; choose one of {LAYOUTS}")
         d = self.drawing
-        if d.num_nodes > LAYOUT_LIMIT:
+        if d.num_nodes > AUTO_LAYOUT_NODES:
             self.view_positions = {}  # the canvas lays out the nodes it shows
             self.notice = f"re-laid out the nodes on show ({method})"
             return
@@ -423,12 +440,14 @@ class Workspace:
         self.history.undo()
         if self.drawing != before:
             self._changed(before, "undo")
+            self.notice_is_edit = True
 
     def redo(self) -> None:
         before = self.drawing
         self.history.redo()
         if self.drawing != before:
             self._changed(before, "redo")
+            self.notice_is_edit = True
 
     def _graph_changed(self, what: str) -> None:
         self.race_result = None
@@ -474,6 +493,7 @@ class Workspace:
         self.playing = False
         self.target_steps = self.config.epochs
         self.error = self.notice = ""
+        self.notice_is_edit = False
         self.compile_info = None
         self.race_result = None
         self.run = None
@@ -614,9 +634,10 @@ def _community_labels(drawing: Drawing) -> list[int]:
     return labels
 
 
-def _fresh_name(drawing: Drawing) -> str:
-    """The smallest number not yet used as a node name."""
-    used = set(drawing.names)
+def _fresh_name(drawing: Drawing, taken=()) -> str:
+    """The smallest number from the node count up not used as a node name (nor
+    in ``taken``)."""
+    used = set(drawing.names) | set(taken)
     n = drawing.num_nodes
     while str(n) in used:
         n += 1
@@ -653,8 +674,7 @@ class FileData:
 def _from_file(gf, seed: int) -> tuple[Drawing, FileData, list[str]]:
     """A loaded graph file as ``(drawing, its features and split, warnings)``.
     Big graphs are not laid out here: the canvas lays out what it shows."""
-    drawing = gf.to_drawing(seed=seed, layout="spring" if gf.num_nodes <= LAYOUT_LIMIT
-                            else None)
+    drawing = gf.to_drawing(seed=seed)  # big graphs stay unplaced: the canvas lays out a view
     warnings = list(gf.warnings)
     if gf.labels is None or not np.any(np.asarray(gf.labels) >= 0):
         labels = _community_labels(drawing)

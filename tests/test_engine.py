@@ -140,7 +140,7 @@ def test_shape_change_retraces_once_and_says_why(mode):
     run.set_graph(_with_edge(run.graph, 0, 33))
     run.train(3)
     traced = [(r.step, r.trace_cause) for r in run.history if r.traced]
-    assert traced == [(1, "first call"), (3, "shapes changed: edges 156 -> 158")]
+    assert traced == [(1, "first call"), (3, "shapes changed: directed edges 156 -> 158")]
     assert run.history[-1].trace_count == 2
 
 

@@ -80,7 +80,7 @@ def test_an_added_edge_reaches_the_run_and_retraces_with_its_cause(ws):
     ws.connect([0, 9])
     assert ws.generation == generation  # same run, same weights, carried over
     assert ws.run.graph.num_edges == 158
-    assert "retraces (shapes changed: edges 156 -> 158)" in ws.notice
+    assert "retraces (shapes changed: directed edges 156 -> 158)" in ws.notice
     info = ws.retrace_info()
     assert info["pending"].startswith("shapes changed")
     record = ws.step()
@@ -324,3 +324,170 @@ def test_workspace_race_needs_a_graph_and_reports_progress(ws):
 def test_embeddings_cover_every_layer(ws):
     hidden = ws.run.embeddings()
     assert [h.shape for h in hidden] == [(34, 16), (34, 2)]
+
+
+# ------------------------------------------------ history, placement, files
+def test_history_drops_the_redo_after_a_new_push():
+    from explorer.drawing import Drawing, History
+
+    empty = Drawing()
+    a = empty.add_node("a")
+    b = a.add_node("b")
+    c = a.add_node("c")
+    h = History(empty)
+    h.push(a)
+    h.push(b)
+    assert h.undo() is a and h.can_redo and len(h) == 2
+    h.push(a)  # the same drawing again is no new state: the redo stays
+    assert h.can_redo
+    h.push(c)
+    assert h.current is c and not h.can_redo and len(h) == 3
+    assert h.redo() is c  # b is gone for good
+    assert h.undo() is a and h.undo() is empty and not h.can_undo
+    assert h.redo() is a and h.redo() is c and h.redo() is c
+
+
+def test_add_node_without_a_position_keeps_clear_of_the_others(ws):
+    before = ws.drawing.positions
+    placed = np.asarray(before, float)
+    span = float(np.ptp(placed, axis=0).max())
+    for count in (35, 36):
+        i = ws.add_node()
+        d = ws.drawing
+        assert i == count - 1 and d.num_nodes == count
+        assert d.positions[:34] == before  # nobody moved
+        others = np.asarray(d.positions[:i], float)
+        new = np.asarray(d.positions[i], float)
+        assert np.all(np.isfinite(new))
+        assert np.min(np.linalg.norm(others - new, axis=1)) > span / 20 > 0
+        # near the drawing, not flung far away
+        assert np.all(np.abs(new - placed.mean(axis=0)) <= span)
+    assert ws.drawing.positions[34] != ws.drawing.positions[35]
+
+
+def test_clear_empties_the_graph_and_undo_brings_back_graph_and_run(ws):
+    before, generation = ws.drawing, ws.generation
+    ws.clear()
+    assert ws.drawing.num_nodes == 0 and ws.drawing.edges == ()
+    assert ws.graph is None and ws.run is None and ws.stats().nodes == 0
+    assert ws.history.can_undo
+    ws.undo()
+    assert ws.drawing == before
+    assert ws.run is not None and ws.generation > generation
+    assert ws.run.graph.num_nodes == 34 and ws.run.graph.num_edges == 156
+    assert ws.graph.num_nodes == 34 and not ws.error
+
+
+_TRAIN = [0, 5, 10, 15, 20, 29]
+_VAL = [1, 2, 3, 4, 6, 7, 8, 9, 11, 12]
+
+
+def _file_npz(n=30, *, masks=True, x=True):
+    """An undirected ring of ``n`` nodes, labels i % 3; with masks: 6 train,
+    10 val, 0 test (the nodes in _TRAIN and _VAL)."""
+    import io
+
+    nodes = np.arange(n)
+    arrays = {"edge_index": np.stack([nodes, (nodes + 1) % n]).astype(np.int32),
+              "y": (nodes % 3).astype(np.int32), "undirected": np.array(True)}
+    if x:
+        arrays["x"] = (np.arange(n * 4, dtype=np.float32).reshape(n, 4) + 1.0)
+    if masks:
+        for key, chosen in (("train_mask", _TRAIN), ("val_mask", _VAL), ("test_mask", [])):
+            mask = np.zeros(n, bool)
+            mask[chosen] = True
+            arrays[key] = mask
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    return buf.getvalue()
+
+
+def _mask(n, chosen):
+    mask = np.zeros(n, bool)
+    mask[chosen] = True
+    return mask
+
+
+def test_a_file_with_masks_keeps_its_own_split(ws):
+    warnings = ws.load_file("split.npz", _file_npz())
+    assert warnings == [] and not ws.error and ws.run is not None
+    g = ws.graph
+    np.testing.assert_array_equal(np.asarray(g.train_mask), _mask(30, _TRAIN))
+    np.testing.assert_array_equal(np.asarray(g.val_mask), _mask(30, _VAL))
+    np.testing.assert_array_equal(np.asarray(g.test_mask), np.zeros(30, bool))
+    assert ws.split_info() == "the file's own split: 6 train · 10 val · 0 test"
+    assert ws.splits().count("train") == 6 and ws.splits().count("val") == 10
+    assert ws.config.features == "file" and "the file's own split" in ws.notice
+    # a node drawn afterwards (a name the file does not have) is in no split
+    i = ws.add_node(label=0)
+    assert ws.drawing.names[i] == "30"
+    g = ws.graph
+    assert not (g.train_mask[i] or g.val_mask[i] or g.test_mask[i])
+    np.testing.assert_array_equal(np.asarray(g.x)[i], np.zeros(4))
+    assert int(np.sum(np.asarray(g.train_mask))) == 6
+
+
+def test_a_file_without_masks_gets_the_generated_split(ws):
+    ws.load_file("nosplit.npz", _file_npz(masks=False))
+    assert ws.file_data.split is None
+    info = ws.split_info()
+    assert info.startswith("a generated split (4 training nodes per class")
+    assert info.endswith(": 12 train · 9 val · 9 test")  # 3 classes of 10
+    assert int(np.sum(np.asarray(ws.graph.train_mask))) == 12
+
+
+def test_a_big_edge_list_without_features_gets_scalable_features(ws):
+    from explorer.sources import DENSE_FEATURES
+
+    n = 6000  # a ring with a chord every 100 nodes (no labels: community detection)
+    lines = [f"{i} {(i + 1) % n}" for i in range(n)]
+    lines += [f"{i} {(i + 50) % n}" for i in range(0, n, 100)]
+    warnings = ws.load_file("big.edgelist", "\n".join(lines).encode())
+    assert ws.stats().nodes == n
+    assert ws.config.features == "degree_one_hot" and ws.config.features not in DENSE_FEATURES
+    assert any("6,000 nodes and no features in the file" in w and "degree_one_hot" in w
+               for w in warnings)
+    assert ws.run is not None and not ws.error and ws.run.graph.num_nodes == n
+    assert ws.run.graph.num_features == 8
+
+
+def test_use_file_features_switches_between_one_hot_and_the_file(ws):
+    ws.load_file("feat.npz", _file_npz(masks=False))
+    assert ws.has_file_features and ws.config.features == "file"
+    assert ws.graph.num_features == 4
+    ws.use_file_features(False)
+    assert ws.config.features == "one_hot" and ws.graph.num_features == 30
+    assert ws.run is not None and ws.run.graph.num_features == 30
+    ws.use_file_features(True)
+    assert ws.config.features == "file" and ws.run.graph.num_features == 4
+    np.testing.assert_array_equal(np.asarray(ws.graph.x)[0], [1, 2, 3, 4])
+
+
+def test_use_file_features_on_karate_is_refused(ws):
+    generation = ws.generation
+    with pytest.raises(ValueError, match="no node features of its own"):
+        ws.use_file_features(True)
+    assert ws.config.features == "one_hot" and ws.generation == generation
+    assert not ws.has_file_features
+    ws.use_file_features(False)  # already one_hot: nothing changes
+    assert ws.generation == generation
+
+
+def test_a_new_node_never_inherits_a_deleted_file_node(ws):
+    ws.load_file("split.npz", _file_npz())
+    ws.delete([29])  # node "29": in the file's train set
+    i = ws.add_node()
+    assert ws.drawing.names[i] == "29" and ws.drawing.labels[i] == -1
+    g = ws.graph
+    assert not g.train_mask[i]
+    np.testing.assert_array_equal(np.asarray(g.x)[i], np.zeros(4))
+
+
+def test_leaving_file_features_on_a_big_file_keeps_a_run(ws):
+    from explorer.sources import DENSE_FEATURES
+
+    ws.load_file("bigfeat.npz", _file_npz(6000, masks=False))
+    assert ws.config.features == "file" and ws.run is not None
+    ws.use_file_features(False)
+    assert ws.config.features not in DENSE_FEATURES
+    assert ws.run is not None and not ws.error

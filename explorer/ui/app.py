@@ -37,7 +37,12 @@ def main() -> None:
     with st.container():
         guard("lesson", lesson_panel.render, ws)
     with st.container():
-        if ws.notice:
+        if ws.notice and ws.notice_is_edit:
+            # an edit's notice is a toast: a box here would push the canvas down
+            # under the mouse of someone drawing on it
+            st.toast(ws.notice, icon=":material/edit:", duration=6)
+            ws.notice, ws.notice_is_edit = "", False
+        elif ws.notice:
             st.info(ws.notice, icon=":material/info:")
     graph_col, train_col = st.columns([1.15, 1], gap="large")
     with graph_col:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -105,26 +106,30 @@ def _toggle_file_features(ws: Workspace) -> None:
 
 
 # ------------------------------------------------------------------ canvas
-def _colours(ws: Workspace, by: str, layer: int) -> tuple[list[str], list[int] | None]:
+def _colours(ws: Workspace, by: str, layer: int,
+             nodes: Sequence[int]) -> tuple[list[str], list[int] | None]:
+    """Colours (and predictions, when coloured by them) of ``nodes``."""
     d, run = ws.drawing, ws.run
+    nodes = np.asarray(nodes, int)
     if ws.task == "graph" and run is not None:
         if by == "prediction":
-            pred = [int(run.predictions()[ws.sample])] * d.num_nodes
+            pred = [int(np.asarray(run.predictions())[ws.sample])] * len(nodes)
             return plots.label_colours(pred), pred
         if by == "embedding":
             layers = run.embeddings()
             hidden = layers[min(layer, len(layers) - 1)]
             ptr = run.batch_data.ptr
-            rows = hidden[int(ptr[ws.sample]):int(ptr[ws.sample + 1])]
-            return plots.embedding_colours(rows), None
-        return plots.label_colours(d.labels), None
+            rows = np.asarray(hidden[int(ptr[ws.sample]):int(ptr[ws.sample + 1])])
+            return plots.embedding_colours(rows)[:len(nodes)], None
+        return plots.label_colours(np.asarray(d.labels)[nodes]), None
     if by == "prediction" and run is not None:
-        pred = [int(p) for p in run.predictions()]
+        pred = np.asarray(run.predictions())[nodes].tolist()  # one host copy, not N
         return plots.label_colours(pred), pred
     if by == "embedding" and run is not None:
         hidden = run.embeddings()
-        return plots.embedding_colours(hidden[min(layer, len(hidden) - 1)]), None
-    return plots.label_colours(d.labels), None
+        colours = plots.embedding_colours(hidden[min(layer, len(hidden) - 1)])  # PCA of all
+        return [colours[i] for i in nodes], None
+    return plots.label_colours(np.asarray(d.labels, int)[nodes]), None
 
 
 def _canvas_events(ws: Workspace) -> None:
@@ -137,21 +142,30 @@ def _canvas_events(ws: Workspace) -> None:
         _S.g_canvas_edited = True  # the rest of the page must follow the edit
 
 
-def _drawing(ws: Workspace) -> None:
-    d = ws.drawing
+def _colour_controls(ws: Workspace) -> None:
+    # outside the canvas's fragment: a change reruns the page, which also starts
+    # (or stops) the fragment's live refresh while training
     cols = st.columns([3, 2])  # always two columns: the canvas keeps its place
     by = cols[0].radio("Colour nodes by", COLOUR_BY, horizontal=True, key="g_colour")
-    layer = 0
     if by == "embedding" and ws.run is not None:
         depth = len(ws.config.layers)
-        layer = cols[1].selectbox("Layer", range(depth), key="g_layer",
-                                  format_func=lambda i: f"after layer {i + 1}")
-    colours, pred = _colours(ws, by, layer)
-    splits = ws.splits()
-    tips = [f"node {name} · label {label}" + (f" · predicted {pred[i]}" if pred else "")
-            + f" · {splits[i] if splits else 'in no split'}"
-            for i, (name, label) in enumerate(zip(d.names, d.labels))]
+        cols[1].selectbox("Layer", range(depth), key="g_layer",
+                          format_func=lambda i: f"after layer {i + 1}")
+
+
+def _drawing(ws: Workspace) -> None:
+    d = ws.drawing
+    by = _S.get("g_colour", "label")
+    layer = int(_S.get("g_layer", 0)) if by == "embedding" else 0
     view = canvas.choose_view(d, ws.selected)
+    colours, pred = _colours(ws, by, layer, view.nodes)
+    splits = ws.splits()
+    tips = []
+    for k, i in enumerate(view.nodes):
+        split = splits[i] if splits else "none"
+        tips.append(f"node {d.names[i]} · label {d.labels[i]}"
+                    + (f" · predicted {pred[k]}" if pred else "")
+                    + f" · {split if split != 'none' else 'in no split'}")
     with st.container():  # always there: the canvas keeps its place (see render)
         if view.partial:
             st.info(view.caption().capitalize() + ". Training uses the whole graph; edits "
@@ -165,7 +179,7 @@ def _drawing(ws: Workspace) -> None:
                   "embedding": "the layer's embedding (its first principal components)"}[by]
                + ".")
     if ws.task == "node":
-        _tools(ws)
+        _tools(ws, view.nodes)
     else:
         st.caption("A dataset graph is shown, not edited.")
     if _S.pop("g_canvas_edited", False):
@@ -175,12 +189,19 @@ def _drawing(ws: Workspace) -> None:
         st.rerun()
 
 
-def _tools(ws: Workspace) -> None:
+def _pick(ws: Workspace) -> None:
+    ws.select(_S.g_pick)
+
+
+def _tools(ws: Workspace, view_nodes) -> None:
     d = ws.drawing
     selected = list(ws.selected)
-    names = ", ".join(d.names[i] for i in selected[:8]) + (" …" if len(selected) > 8 else "")
-    st.text(f"Selected: {len(selected)} node(s)" + (f" — {names}" if selected else
-                                                     " (click a node; shift-click for more)"))
+    if _S.get("g_pick") != selected:
+        _S.g_pick = selected  # the canvas (or an edit) changed the selection
+    options = sorted(set(view_nodes) | set(selected))
+    st.multiselect("Selected nodes", options, key="g_pick", on_change=_pick, args=(ws,),
+                   format_func=lambda i: d.names[i],
+                   placeholder="click nodes on the canvas (shift-click for more) or pick here")
     stretch = {"width": "stretch"}
     row = st.columns(4)
     actions = {
@@ -306,6 +327,8 @@ def render(ws: Workspace) -> None:
     table: list[dict] = []
     with st.container():
         _summary(ws, table)
+    with st.container():
+        _colour_controls(ws)
     colour = _S.get("g_colour", "label")
     live = ws.playing and colour != "label"
     st.fragment(run_every=LIVE_EVERY_S if live else None)(_drawing)(ws)

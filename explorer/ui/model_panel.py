@@ -134,18 +134,26 @@ def render(ws: Workspace) -> None:
     st.number_input("Weight decay", min_value=0.0, max_value=1.0, step=5e-4, format="%.4f",
                     key="m_weight_decay")
     st.subheader("Data and run")
-    features = GRAPH_FEATURES if ws.task == "graph" else FEATURES
+    features = GRAPH_FEATURES if ws.task == "graph" else tuple(
+        f for f in FEATURES if f != "file" or ws.has_file_features)
     if _S.m_features not in features:
         _S.m_features = features[0]
     st.selectbox("Node features", features, key="m_features",
                  help="one_hot: node id (as wide as the graph); degree; degree_one_hot; "
-                      "constant; gaussian noise; laplacian eigenvectors.")
+                      "constant; gaussian noise; laplacian eigenvectors; file: the graph's "
+                      "own features (Cora's words, an uploaded file's x). one_hot and "
+                      "laplacian are refused above 5,000 nodes.")
     cols = st.columns(2)
     cols[0].number_input("Seed", min_value=0, max_value=2**31 - 1, key="m_seed")
     cols[1].number_input("Steps per Play", min_value=1, max_value=100_000, key="m_epochs")
     if ws.task == "node":
+        own_split = ws.file_data is not None and ws.file_data.split is not None
         st.number_input("Train nodes per class", min_value=1, max_value=1000,
-                        key="m_train_per_class")
+                        key="m_train_per_class", disabled=own_split,
+                        help="The graph's file brings its own train/val/test split, which "
+                             "is used as it is." if own_split else
+                        "Labelled training nodes per class; the rest are split half "
+                        "validation, half test.")
     st.checkbox("Bucket padding", key="m_bucket_padding",
                      help="Pad nodes and edges to power-of-two buckets: editing the graph "
                           "within a bucket does not recompile.")

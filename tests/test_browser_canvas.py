@@ -1,0 +1,360 @@
+"""Drawing with the mouse and real datasets, in a real browser (headless
+Chromium through Playwright), the way a person does it: double-clicks, drags,
+shift-drags, key presses and the file input, at the place on the page where a
+person would point.
+
+Node positions on screen are read from the live Cytoscape instance (the canvas
+is drawn on a <canvas>, so there is no DOM element per node); every action is
+then a real mouse or keyboard event at that spot. The canvas's ``data-*``
+attributes say what it shows and how many of its events still wait for Python.
+
+Same server/browser fixture and skip rules as ``test_browser.py``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import REPO
+from playwright.sync_api import expect
+from test_browser import (  # noqa: F401  (app is a fixture)
+    COMPILE_MS,
+    LOAD_MS,
+    STEP_MS,
+    app,
+    click,
+    column,
+    expect_steps,
+    press_step,
+    progress,
+    shoot,
+    wait_idle,
+)
+
+CORA = REPO / "assets" / "cora.npz"
+
+# screen positions of the nodes on show: {name: [x, y]} in page pixels
+_SCREEN_JS = """(box) => {
+    const c = box.gcCanvas, r = box.getBoundingClientRect(), out = {};
+    c.cy.nodes().forEach((n) => {
+        if (n.id().startsWith('\\u241f')) return;
+        const p = n.renderedPosition();
+        out[n.id()] = [r.left + p.x, r.top + p.y];
+    });
+    return out;
+}"""
+# the same, relative to the canvas's top-left corner (immune to page scrolling)
+_RENDERED_JS = """(box) => {
+    const out = {};
+    box.gcCanvas.cy.nodes().forEach((n) => {
+        if (!n.id().startsWith('\\u241f')) out[n.id()] = [n.renderedPosition().x,
+                                                            n.renderedPosition().y];
+    });
+    return out;
+}"""
+_HANDLE_JS = """(box) => {
+    const c = box.gcCanvas, h = c.cy.getElementById('\\u241fhandle');
+    if (h.empty()) return null;
+    const r = box.getBoundingClientRect(), p = h.renderedPosition();
+    return [r.left + p.x, r.top + p.y];
+}"""
+_MODEL_JS = """(box, id) => { const p = box.gcCanvas.cy.getElementById(id).position();
+                                return [p.x, p.y]; }"""
+
+
+def canvas(page):
+    return page.locator(".gc-box")
+
+
+def open_graph(app, query: str, viewport=None):
+    context, page = app.session(query, viewport)
+    expect(canvas(page), "the canvas never drew its nodes").not_to_have_attribute(
+        "data-nodes", "0", timeout=LOAD_MS)
+    wait_idle(page)
+    return context, page
+
+
+def settled(page, nodes: int | None = None, edges: int | None = None,
+            timeout: int = STEP_MS) -> None:
+    """Wait until Python has acknowledged every canvas event and the canvas
+    shows ``nodes``/``edges``."""
+    box = canvas(page)
+    expect(box, "canvas events never acknowledged").to_have_attribute(
+        "data-pending", "0", timeout=timeout)
+    if nodes is not None:
+        expect(box, f"the canvas does not show {nodes} nodes").to_have_attribute(
+            "data-nodes", str(nodes), timeout=timeout)
+    if edges is not None:
+        expect(box, f"the canvas does not show {edges} edges").to_have_attribute(
+            "data-edges", str(edges), timeout=timeout)
+    wait_idle(page, timeout)
+
+
+def screen(page) -> dict[str, list[float]]:
+    return canvas(page).evaluate(_SCREEN_JS)
+
+
+def metric(page, label: str) -> str:
+    box = page.locator('[data-testid="stMetric"]').filter(has_text=label).first
+    return box.locator('[data-testid="stMetricValue"]').inner_text(timeout=STEP_MS)
+
+
+def empty_spots(page, count: int) -> list[tuple[float, float]]:
+    """Points on the canvas at least 45 px from every node."""
+    r = canvas(page).bounding_box()
+    nodes = np.asarray(list(screen(page).values()), float).reshape(-1, 2)
+    spots = []
+    for fy in np.linspace(0.12, 0.88, 9):
+        for fx in np.linspace(0.1, 0.9, 9):
+            p = np.array([r["x"] + fx * r["width"], r["y"] + fy * r["height"]])
+            taken = np.asarray(spots).reshape(-1, 2)
+            if ((not len(nodes) or np.min(np.linalg.norm(nodes - p, axis=1)) > 45)
+                    and (not len(taken) or np.min(np.linalg.norm(taken - p, axis=1)) > 45)):
+                spots.append((float(p[0]), float(p[1])))
+                if len(spots) == count:
+                    return spots
+    raise AssertionError("no empty spots on the canvas")
+
+
+def drag(page, start, end, steps: int = 12) -> None:
+    page.mouse.move(*start)
+    page.mouse.down()
+    page.mouse.move(*end, steps=steps)
+    page.mouse.up()
+
+
+def draw_edge(page, source: str, target: str) -> None:
+    """Hover ``source``, grab the handle that appears beside it, drop it on ``target``."""
+    pos = screen(page)
+    page.mouse.move(*pos[source])
+    page.wait_for_function(f"({_HANDLE_JS})(document.querySelector('.gc-box')) !== null",
+                           timeout=5000)
+    handle = canvas(page).evaluate(_HANDLE_JS)
+    drag(page, handle, pos[target], steps=15)
+
+
+# -------------------------------------------------------------------- tests
+def test_double_click_adds_nodes_where_clicked_and_nothing_else_moves(app):
+    context, page = open_graph(app, "?graph=house")
+    try:
+        settled(page, nodes=5, edges=6)
+        before = canvas(page).evaluate(_RENDERED_JS)
+        spots = []
+        for _ in range(3):  # one at a time: the page may scroll between them
+            x, y = empty_spots(page, 1)[0]
+            r = canvas(page).bounding_box()
+            spots.append((x - r["x"], y - r["y"]))
+            page.mouse.dblclick(x, y)
+            settled(page)
+        settled(page, nodes=8, edges=6)
+        after = canvas(page).evaluate(_RENDERED_JS)
+        for name, (x, y) in before.items():  # existing nodes never jump
+            assert abs(after[name][0] - x) < 1 and abs(after[name][1] - y) < 1, name
+        new = [after[n] for n in after if n not in before]
+        assert len(new) == 3
+        for x, y in spots:  # each new node sits where it was double-clicked
+            assert min(np.hypot(nx - x, ny - y) for nx, ny in new) < 3
+        expect(page.locator('[data-testid="stMetric"]').filter(has_text="Nodes")).to_contain_text(
+            "8")
+        wait_idle(page)
+        shoot(column(page, "Graph"), "canvas_added_nodes.png")
+    finally:
+        context.close()
+
+
+def test_dragging_the_edge_handle_draws_an_edge_and_the_next_step_retraces(app):
+    context, page = open_graph(app, "?graph=house")
+    try:
+        press_step(page, 1)
+        settled(page, nodes=5, edges=6)
+        draw_edge(page, "0", "4")  # not an edge of the house graph
+        settled(page, nodes=5, edges=7)
+        assert metric(page, "Edges") == "7"
+        expect(page.get_by_text("connected 0 and 4").first).to_be_visible()
+        press_step(page, 1)
+        expect(column(page, "Train"), "the train panel does not say why it retraced"
+               ).to_contain_text(re.compile(
+                   r"this step traced: shapes changed: directed edges 12 (->|→) 14"),
+                   timeout=STEP_MS)
+    finally:
+        context.close()
+
+
+def test_a_dragged_node_stays_where_it_was_dropped(app):
+    context, page = open_graph(app, "?graph=house")
+    try:
+        settled(page, nodes=5)
+        start = screen(page)["2"]
+        spot = empty_spots(page, 1)[0]
+        drag(page, start, spot)
+        settled(page)
+        model = canvas(page).evaluate(_MODEL_JS, ["2"])
+        # reruns: a Step (whole page) and a colour change redraw the canvas from Python
+        press_step(page, 1)
+        page.locator(".st-key-g_colour").get_by_text("prediction", exact=True).click()
+        wait_idle(page)
+        settled(page)
+        assert canvas(page).evaluate(_MODEL_JS, ["2"]) == pytest.approx(model, abs=1e-6)
+        x, y = screen(page)["2"]
+        assert abs(x - spot[0]) < 2 and abs(y - spot[1]) < 2
+        click(page, "g_undo")  # a move is one undo step of its own
+        settled(page)
+        assert canvas(page).evaluate(_MODEL_JS, ["2"]) != pytest.approx(model, abs=1)
+    finally:
+        context.close()
+
+
+def test_click_selects_and_shift_click_adds_then_connect(app):
+    context, page = open_graph(app, "?graph=house")
+    try:
+        settled(page, nodes=5, edges=6)
+        pos = screen(page)
+        page.mouse.click(*pos["1"])
+        settled(page)
+        picked = page.locator(".st-key-g_pick")
+        expect(picked, "a click did not select the node").to_contain_text("1")
+        page.keyboard.down("Shift")
+        page.mouse.click(*pos["4"])
+        page.keyboard.up("Shift")
+        settled(page)
+        expect(picked).to_contain_text("4")
+        click(page, "g_connect")
+        settled(page, edges=7)
+        expect(page.get_by_text("connected 1 and 4").first).to_be_visible()
+        # digits typed on the canvas label the selection
+        canvas(page).focus()
+        page.keyboard.type("2")
+        page.keyboard.press("Enter")
+        settled(page)
+        expect(page.get_by_text("labelled 2 node(s) 2").first).to_be_visible(timeout=STEP_MS)
+    finally:
+        context.close()
+
+
+def test_box_select_delete_then_undo_and_redo(app):
+    context, page = open_graph(app, "?graph=house")
+    try:
+        settled(page, nodes=5, edges=6)
+        pos = screen(page)
+        # a box around the two nodes nearest the canvas's left edge
+        two = sorted(pos, key=lambda n: pos[n][0])[:2]
+        xs = [pos[n][0] for n in two]
+        ys = [pos[n][1] for n in two]
+        others = [n for n in pos if n not in two]
+        margin = 30  # generous, as a person draws it: the box must hold node and label
+        assert all(not (min(xs) - margin <= pos[n][0] <= max(xs) + margin
+                        and min(ys) - margin <= pos[n][1] <= max(ys) + margin)
+                   for n in others), "the box would catch a third node"
+        page.keyboard.down("Shift")
+        drag(page, (min(xs) - margin, min(ys) - margin), (max(xs) + margin, max(ys) + margin))
+        page.keyboard.up("Shift")
+        settled(page)
+        expect(page.locator(".st-key-g_pick"), "the box did not select both").to_contain_text(
+            two[1])
+        page.keyboard.press("Delete")
+        settled(page, nodes=3)
+        assert metric(page, "Nodes") == "3"
+        page.keyboard.press("Control+z")
+        settled(page, nodes=5, edges=6)
+        page.keyboard.press("Control+Shift+z")
+        settled(page, nodes=3)
+        click(page, "g_undo")
+        settled(page, nodes=5, edges=6)
+        click(page, "g_redo")
+        settled(page, nodes=3)
+    finally:
+        context.close()
+
+
+def test_a_new_empty_graph_is_drawn_from_scratch_and_trains(app):
+    context, page = open_graph(app, "?graph=house")
+    try:
+        click(page, "g_clear")
+        settled(page, nodes=0, edges=0)
+        for x, y in empty_spots(page, 3):
+            page.mouse.dblclick(x, y)
+        settled(page, nodes=3)
+        draw_edge(page, "0", "1")
+        settled(page, edges=1)
+        draw_edge(page, "1", "2")
+        settled(page, nodes=3, edges=2)
+        press_step(page, 1)
+        expect(column(page, "Train")).to_contain_text("Loss")
+    finally:
+        context.close()
+
+
+def test_cora_preset_trains_in_the_app(app):
+    context, page = open_graph(app, "?graph=cora&features=file&epochs=5")
+    try:
+        graph = column(page, "Graph")
+        expect(graph).to_contain_text("Showing 500 of 2,708 nodes")
+        expect(graph).to_contain_text("140 train · 500 val · 1000 test")
+        assert metric(page, "Nodes") == "2,708"
+        settled(page, nodes=500)
+        click(page, "t_play")
+        expect_steps(page, 5, COMPILE_MS)
+        wait_idle(page)
+        acc = metric(page, "Test acc")
+        assert re.fullmatch(r"\d+%", acc), f"Test acc shows {acc!r}"
+        # a click on a node shows its neighbourhood
+        name = next(iter(screen(page)))
+        page.mouse.click(*screen(page)[name])
+        settled(page)
+        expect(graph).to_contain_text("the 2-hop neighbourhood of the selection")
+    finally:
+        context.close()
+
+
+def test_uploading_cora_keeps_its_split(app):
+    context, page = open_graph(app, "?graph=house")
+    try:
+        page.locator('.st-key-g_upload input[type="file"]').set_input_files(str(CORA))
+        graph = column(page, "Graph")
+        expect(graph, "the upload did not load").to_contain_text("Showing 500 of 2,708 nodes",
+                                                                 timeout=COMPILE_MS)
+        expect(graph).to_contain_text("the file's own split: 140 train · 500 val · 1000 test")
+        assert metric(page, "Nodes") == "2,708"
+        expect(page.locator(".st-key-g_preset input")).to_have_value("file: cora.npz")
+        expect(page.locator(".st-key-m_features input")).to_have_value("file")
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize("width", [1400, 1000])
+def test_screenshots_of_the_graph_panel(app, width):
+    context, page = open_graph(app, "?graph=karate", {"width": width, "height": 2000})
+    try:
+        settled(page)
+        pos = screen(page)
+        page.mouse.click(*pos["0"])
+        settled(page)
+        path = shoot(column(page, "Graph"), f"graph_panel_{width}.png")
+        assert path.stat().st_size > 20_000
+        buttons = column(page, "Graph").locator('[data-testid="stBaseButton-secondary"]')
+        for i in range(buttons.count()):  # no label cut short ("Add no…")
+            button = buttons.nth(i)
+            text = button.locator("p").first
+            if text.count():
+                assert text.evaluate("e => e.scrollWidth <= e.clientWidth + 1"), (
+                    f"button label cut: {button.inner_text()!r} at {width} px")
+    finally:
+        context.close()
+
+
+def test_node_names_are_never_html(app, tmp_path: Path):
+    context, page = open_graph(app, "?graph=house")
+    try:
+        hostile = tmp_path / "x.edgelist"
+        hostile.write_text("<img_src=x_onerror=alert(1)> <b>bold</b>\n<b>bold</b> c\n")
+        page.locator('.st-key-g_upload input[type="file"]').set_input_files(str(hostile))
+        settled(page, nodes=3, timeout=COMPILE_MS)
+        assert page.locator("img[src=x]").count() == 0
+        assert page.locator(".gc-root b").count() == 0
+        pos = screen(page)
+        assert "<b>bold</b>" in pos  # the name is kept as text
+    finally:
+        context.close()
