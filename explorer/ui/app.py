@@ -13,6 +13,7 @@ from explorer.ui import diagnose_panel, graph_panel, lesson_panel, model_panel, 
 from explorer.ui.common import classroom, guard, sync_link, workspace
 
 TITLE = "GNN JIT Explorer"
+PANEL_MIN_PX = 400  # narrower than this, the graph and train panels stack
 
 
 def main() -> None:
@@ -44,11 +45,17 @@ def main() -> None:
             ws.notice, ws.notice_is_edit = "", False
         elif ws.notice:
             st.info(ws.notice, icon=":material/info:")
-    graph_col, train_col = st.columns([1.15, 1], gap="large")
-    with graph_col:
-        guard("graph", graph_panel.render, ws)
-    with train_col:
-        guard("train", train_panel.render, ws)
+    # Side by side when there is room; on a narrow window (or beside an open
+    # sidebar at 1000 px) the two panels wrap and each gets the full width.
+    st.html(f"<style>.st-key-panels > div > [data-testid='stHorizontalBlock'] "
+            f"{{ flex-wrap: wrap; }} .st-key-panels > div > [data-testid='stHorizontalBlock'] "
+            f"> [data-testid='stColumn'] {{ min-width: {PANEL_MIN_PX}px; }}</style>")
+    with st.container(key="panels"):
+        graph_col, train_col = st.columns([1.15, 1], gap="large")
+        with graph_col:
+            guard("graph", graph_panel.render, ws)
+        with train_col:
+            guard("train", train_panel.render, ws)
     st.divider()
     guard("diagnose", diagnose_panel.render, ws)
     sync_link(ws)

@@ -205,29 +205,29 @@ def _tools(ws: Workspace, view_nodes) -> None:
     stretch = {"width": "stretch"}
     row = st.columns(4)
     actions = {
-        "add": row[0].button("Add node", key="g_add", icon=":material/add_circle:",
+        "add": row[0].button("Add node", key="g_add",
                              help="A new unlabelled node at a free spot (or double-click the "
                                   "canvas where you want it)", **stretch),
-        "connect": row[1].button("Connect", key="g_connect", icon=":material/link:",
+        "connect": row[1].button("Connect", key="g_connect",
                                  help="Join the two selected nodes", **stretch),
         "disconnect": row[2].button("Unlink", key="g_disconnect",
-                                    icon=":material/link_off:",
+                                   
                                     help="Remove the edge between the two selected nodes",
                                     **stretch),
-        "delete": row[3].button("Delete", key="g_delete", icon=":material/delete:",
+        "delete": row[3].button("Delete", key="g_delete",
                                 help="Delete the selected nodes and their edges (or press "
                                      "Delete on the canvas)", **stretch),
     }
     row = st.columns(4)
-    actions["undo"] = row[0].button("Undo", key="g_undo", icon=":material/undo:",
+    actions["undo"] = row[0].button("Undo", key="g_undo",
                                     disabled=not ws.history.can_undo, help="Ctrl+Z", **stretch)
-    actions["redo"] = row[1].button("Redo", key="g_redo", icon=":material/redo:",
+    actions["redo"] = row[1].button("Redo", key="g_redo",
                                     disabled=not ws.history.can_redo, help="Ctrl+Shift+Z",
                                     **stretch)
-    actions["clear"] = row[2].button("New graph", key="g_clear", icon=":material/note_add:",
+    actions["clear"] = row[2].button("New graph", key="g_clear",
                                      help="A new empty graph to draw on (Undo brings this one "
                                           "back)", **stretch)
-    fit = row[3].button("Fit", key="g_fit_button", icon=":material/fit_screen:",
+    fit = row[3].button("Fit", key="g_fit_button",
                         help="Fit the whole graph in view (F on the canvas)", **stretch)
     row = st.columns([1, 1, 1, 1], vertical_alignment="bottom")
     label = row[0].number_input("Label", min_value=-1, max_value=63, value=0, key="g_label",
