@@ -211,7 +211,7 @@ def _tools(ws: Workspace, view_nodes) -> None:
         "connect": row[1].button("Connect", key="g_connect",
                                  help="Join the two selected nodes", **stretch),
         "disconnect": row[2].button("Unlink", key="g_disconnect",
-                                   
+
                                     help="Remove the edge between the two selected nodes",
                                     **stretch),
         "delete": row[3].button("Delete", key="g_delete",
