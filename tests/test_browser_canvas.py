@@ -142,14 +142,14 @@ def test_double_click_adds_nodes_where_clicked_and_nothing_else_moves(app):
     try:
         settled(page, nodes=5, edges=6)
         before = canvas(page).evaluate(_RENDERED_JS)
-        spots = []
-        for _ in range(3):  # one at a time: the page may scroll between them
-            x, y = empty_spots(page, 1)[0]
-            r = canvas(page).bounding_box()
-            spots.append((x - r["x"], y - r["y"]))
+        r = canvas(page).bounding_box()
+        page_spots = empty_spots(page, 3)
+        spots = [(x - r["x"], y - r["y"]) for x, y in page_spots]
+        for x, y in page_spots:  # fast: no waiting between the double-clicks
             page.mouse.dblclick(x, y)
-            settled(page)
         settled(page, nodes=8, edges=6)
+        moved = canvas(page).bounding_box()
+        assert abs(moved["y"] - r["y"]) < 1, "the canvas moved on the page while drawing"
         after = canvas(page).evaluate(_RENDERED_JS)
         for name, (x, y) in before.items():  # existing nodes never jump
             assert abs(after[name][0] - x) < 1 and abs(after[name][1] - y) < 1, name
@@ -201,8 +201,11 @@ def test_a_dragged_node_stays_where_it_was_dropped(app):
         x, y = screen(page)["2"]
         assert abs(x - spot[0]) < 2 and abs(y - spot[1]) < 2
         click(page, "g_undo")  # a move is one undo step of its own
-        settled(page)
-        assert canvas(page).evaluate(_MODEL_JS, ["2"]) != pytest.approx(model, abs=1)
+        page.wait_for_function(
+            """([m]) => { const p = document.querySelector('.gc-box').gcCanvas.cy
+                          .getElementById('2').position();
+                          return Math.hypot(p.x - m[0], p.y - m[1]) > 1; }""",
+            arg=[model], timeout=STEP_MS)
     finally:
         context.close()
 
@@ -283,6 +286,29 @@ def test_a_new_empty_graph_is_drawn_from_scratch_and_trains(app):
         settled(page, nodes=3, edges=2)
         press_step(page, 1)
         expect(column(page, "Train")).to_contain_text("Loss")
+    finally:
+        context.close()
+
+
+def test_prediction_colours_follow_training_live(app):
+    context, page = open_graph(app, "?graph=karate&epochs=100000")
+    try:
+        page.locator(".st-key-g_colour").get_by_text("prediction", exact=True).click()
+        wait_idle(page)
+        click(page, "t_play")  # chosen before or during training: both are live
+        expect_steps(page, 1, COMPILE_MS)
+        colours = "b => b.gcCanvas.cy.nodes().map(n => n.data('colour')).join()"
+        seen = {canvas(page).evaluate(colours)}
+        first = int(canvas(page).get_attribute("data-updates"))
+        for _ in range(60):  # the canvas redraws about once a second while it trains
+            page.wait_for_timeout(500)
+            seen.add(canvas(page).evaluate(colours))
+            redraws = int(canvas(page).get_attribute("data-updates")) - first
+            if len(seen) >= 2 and redraws >= 3:
+                break
+        click(page, "t_pause")
+        assert redraws >= 3, f"the canvas was redrawn {redraws} times while training"
+        assert len(seen) >= 2, "the prediction colours never changed while training"
     finally:
         context.close()
 

@@ -477,7 +477,8 @@ def test_a_new_node_never_inherits_a_deleted_file_node(ws):
     ws.load_file("split.npz", _file_npz())
     ws.delete([29])  # node "29": in the file's train set
     i = ws.add_node()
-    assert ws.drawing.names[i] == "29" and ws.drawing.labels[i] == -1
+    name = ws.drawing.names[i]
+    assert name not in ws.file_data.index and ws.drawing.labels[i] == -1  # "30", not "29"
     g = ws.graph
     assert not g.train_mask[i]
     np.testing.assert_array_equal(np.asarray(g.x)[i], np.zeros(4))

@@ -309,6 +309,7 @@ class GraphCanvas {
   // ------------------------------------------------------------ incoming
   update(data) {
     const cy = this.cy;
+    this.updates = (this.updates || 0) + 1;
     this.editable = !!data.editable;
     this.size = data.size || 24;
     const ack = (data.acks || {})[this.client] || 0;
@@ -387,6 +388,7 @@ class GraphCanvas {
     b.dataset.edges = String(this.cy.edges().filter((e) => real(e.id())).length);
     b.dataset.pending = String(this.queue.length);
     b.dataset.acked = String(this.acked);
+    b.dataset.updates = String(this.updates || 0);
   }
 
   destroy() {
