@@ -19,7 +19,7 @@ const INSTANCES = new WeakMap();
 const HANDLE = "\u241fhandle";
 const GHOST = "\u241fghost";
 const TEMP = "\u241ftemp";
-const RESEND_MS = 2500;
+const RESEND_MS = 700; // a trigger can be lost when a rerun preempts another: send again soon
 const SHAPES = { train: "rectangle", val: "diamond", test: "ellipse", none: "ellipse" };
 
 const STYLE = [
