@@ -94,7 +94,6 @@ class Workspace:
             if self.run is not None:
                 self.show_sample(0)
             return
-        self.history = History(Drawing())
         self.source = f"preset: {self.config.graph}"
         gf = preset_file(self.config.graph)
         if gf is not None:
@@ -139,23 +138,19 @@ class Workspace:
         x = split = None
         cfg = self.config
         data = self.file_data
+        if cfg.features == "file" and not self.has_file_features:
+            raise ValueError("features 'file': this graph has no node features of its own")
         if data is not None:
             rows = np.asarray([data.index.get(name, -1) for name in drawing.names])
             known = rows >= 0  # nodes drawn after loading have no row of the file
             if cfg.features == "file":
-                if data.features is None:
-                    raise ValueError("features 'file': this graph has no node features "
-                                     "of its own")
                 x = np.where(known[:, None], data.features[np.maximum(rows, 0)], 0.0
                              ).astype(np.float32)
             if data.split is not None:
                 split = tuple(np.where(known, mask[np.maximum(rows, 0)], False)
                               for mask in data.split)
-        elif cfg.features == "file":
-            raise ValueError("features 'file': this graph has no node features of its own")
-        return drawing.to_graph(features="one_hot" if x is not None else cfg.features,
-                                seed=cfg.seed, train_per_class=cfg.train_per_class, x=x,
-                                split=split)
+        return drawing.to_graph(features=cfg.features, seed=cfg.seed,
+                                train_per_class=cfg.train_per_class, x=x, split=split)
 
     @property
     def has_file_features(self) -> bool:
