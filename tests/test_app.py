@@ -246,35 +246,41 @@ def test_the_speed_table_is_ordered_slowest_first():
 def test_speed_options_run_slowest_to_fastest_and_slow_motion_plays_slowly(at, monkeypatch):
     import streamlit
 
-    from explorer.ui.train_panel import SPEED_BY_NAME
+    from explorer.ui.train_panel import CHART_EVERY_S, SPEED_BY_NAME
 
     slider = at.select_slider(key="t_speed")
     rates = [SPEED_BY_NAME[name].steps_per_s for name in slider.options]
     assert rates == sorted(rates) and len(set(rates)) == len(rates), slider.options
     assert slider.value == "full speed" and _ws(at).steps_per_tick is None
 
-    intervals = []  # run_every of every fragment the train panel starts
-    real = streamlit.fragment
+    started = []  # (function, run_every) of every fragment the page starts
 
     def spy(func=None, *, run_every=None, **kwargs):
-        intervals.append(run_every)
+        started.append((getattr(func, "__name__", None), run_every))
         return real(func, run_every=run_every, **kwargs)
 
+    def every(name):  # the latest run_every of the fragment drawing ``name``
+        return [e for f, e in started if f == name][-1]
+
+    real = streamlit.fragment
     monkeypatch.setattr(streamlit, "fragment", spy)
     at.select_slider(key="t_speed").set_value("slow motion (2 steps/s)").run()
     _ok(at)
     ws = _ws(at)
-    assert ws.steps_per_tick == 1 and intervals[-1] is None  # not playing: no timer
+    assert ws.steps_per_tick == 1 and every("_live") is None  # not playing: no timer
+    assert every("_charts") is None
     at.button(key="t_play").click().run()
     _ok(at)
     assert ws.playing and ws.steps_done == 1  # one tick, one step
-    assert intervals[-1] == 0.5  # the next tick in half a second: 2 steps/s
+    assert every("_live") == 0.5  # the next tick in half a second: 2 steps/s
+    assert every("_charts") == CHART_EVERY_S  # the charts: at most once a second
     at.run()  # a rerun is one more tick
-    assert ws.steps_done == 2 and intervals[-1] == 0.5
+    assert ws.steps_done == 2 and every("_live") == 0.5
     at.select_slider(key="t_speed").set_value("full speed").run()
-    assert ws.steps_per_tick is None and ws.steps_done > 3 and intervals[-1] == 0.1
+    assert ws.steps_per_tick is None and ws.steps_done > 3 and every("_live") == 0.1
+    assert every("_charts") == CHART_EVERY_S
     at.button(key="t_pause").click().run()
-    assert intervals[-1] is None
+    assert every("_live") is None and every("_charts") is None
 
 
 # ------------------------------------------------------- empty splits
@@ -298,3 +304,43 @@ def test_no_test_nodes_reads_n_a_not_0_percent(at):
     assert [t["name"] for t in figure["data"]] == ["train"]
     notes = [a["text"] for a in figure["layout"].get("annotations", [])]
     assert notes == ["no val / test nodes: curves left out"]
+
+
+def test_a_click_waiting_on_a_training_tick_is_seen_and_a_fragment_timer_is_not():
+    """``interaction_waiting`` reads Streamlit's own pending-rerun object (the real
+    class of the pinned version, filled the way the server fills it)."""
+    from streamlit.proto.WidgetStates_pb2 import WidgetStates
+    from streamlit.runtime.scriptrunner_utils.script_requests import RerunData, ScriptRequests
+
+    from explorer.ui.common import pending_action
+
+    def states(trigger: str | None = None, value: str = "x"):
+        out = WidgetStates()
+        w = out.widgets.add()
+        w.id, w.int_value = "slider", 3  # a widget's plain value travels with every rerun
+        if trigger is not None:
+            t = out.widgets.add()
+            t.id = "canvas"
+            setattr(t, trigger, value)
+        return out
+
+    def pending(*requests):
+        r = ScriptRequests()
+        for data in requests:
+            r.request_rerun(data)
+        return pending_action(r)
+
+    timer = RerunData(fragment_id="live", is_auto_rerun=True, widget_states=states())
+    canvas = RerunData(fragment_id="canvas", widget_states=states("json_trigger_value",
+                                                                  '{"events": []}'))
+    assert not pending()  # nothing asked
+    assert not pending(timer)  # the live fragment's own timer
+    assert not pending(RerunData(fragment_id="canvas", widget_states=states(
+        "json_trigger_value", "")))  # an empty trigger
+    assert pending(canvas)
+    assert pending(canvas, timer)  # a timer coming after the click does not hide it
+    assert pending(RerunData(fragment_id="x", widget_states=states("trigger_value", True)))
+    assert pending(RerunData(widget_states=states()))  # a whole-page rerun (a radio)
+    # a callback's st.rerun("canvas") (no widget states: it names its fragment)
+    assert pending(timer, RerunData(fragment_id_queue=["canvas"], is_fragment_scoped_rerun=True))
+    assert not pending_action(None) and not pending_action(object())

@@ -214,3 +214,70 @@ def test_dropping_edge_weights_retraces_and_says_why():
     run.set_graph(run.graph.replace(edge_weight=None))
     record = run.step()
     assert record.traced and record.trace_cause == "inputs changed: edge weights added or removed"
+
+
+def _eager_accuracies(run):
+    """The accuracies recomputed from eager logits (no compiled eval at all)."""
+    run.sync()
+    run.model.eval()
+    x, adj, edge_weight, _, _, node_mask = run._batch
+    logits = np.asarray(run.model(x, adj, edge_weight, node_mask=node_mask))
+    run.model.train()
+    g = run.graph
+    pred = logits[:g.num_nodes].argmax(-1)
+    y = np.asarray(g.y)
+    return {name: float(((pred == y) & np.asarray(mask)).sum() / max(np.asarray(mask).sum(), 1))
+            for name, mask in (("train", g.train_mask), ("val", g.val_mask),
+                               ("test", g.test_mask))}
+
+
+@pytest.mark.parametrize("mode", ["nnx.jit", "functional"])
+def test_accuracies_follow_every_step_and_every_graph_edit(mode):
+    run = Run(RunConfig(mode=mode, epochs=5, bucket_padding=mode == "functional"))
+    for _ in range(3):
+        record = run.step()
+        expected = _eager_accuracies(run)
+        assert run.accuracies() == pytest.approx(expected, abs=1e-6)
+        assert (record.train_acc, record.val_acc, record.test_acc) == pytest.approx(
+            (expected["train"], expected["val"], expected["test"]), abs=1e-6)
+    first = np.asarray(run.predictions())
+    assert np.array_equal(first, np.asarray(run.predictions()))  # asked twice: reused
+    g, keep = run.graph, 30
+    ei = np.asarray(g.edge_index)
+    ei = ei[:, (ei < keep).all(0)]
+    smaller = Graph.from_arrays(ei, np.asarray(g.x)[:keep], num_nodes=keep,
+                                y=np.asarray(g.y)[:keep],
+                                train_mask=np.asarray(g.train_mask)[:keep],
+                                val_mask=np.asarray(g.val_mask)[:keep],
+                                test_mask=np.asarray(g.test_mask)[:keep])
+    run.set_graph(smaller)
+    assert run.predictions().shape == (30,) and run.logits().shape[0] == 30
+    assert run.accuracies() == pytest.approx(_eager_accuracies(run), abs=1e-6)
+
+
+def _compiles(action) -> int:
+    """How many XLA compilations ``action()`` caused (JAX's own monitoring events)."""
+    events = []
+
+    def listen(event, duration, **kwargs):
+        if event == "/jax/core/compile/backend_compile_duration":
+            events.append(duration)
+
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    try:
+        action()
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
+    return len(events)
+
+
+def test_warm_up_compiles_the_eval_ahead_and_never_the_train_step():
+    cold = Run(RunConfig(epochs=2, seed=3))
+    assert _compiles(cold.accuracies) >= 1  # without a warm-up the first metrics compile
+    run = Run(RunConfig(epochs=2, seed=3))
+    assert run.warm_up() is run.warm_up()  # once per run
+    run.warm_up().join()
+    assert _compiles(run.accuracies) == 0  # the warm-up's executable is the one used
+    records = []
+    assert _compiles(lambda: records.append(run.step())) >= 1  # the step compiles live
+    assert records[0].traced and records[0].trace_count == 1

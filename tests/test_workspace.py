@@ -40,12 +40,13 @@ def test_starts_with_the_config_preset_and_stats(ws):
 
 def test_play_ticks_until_the_target_then_stops(ws):
     ws.set_config(ws.config.replace(epochs=12))
-    ws.steps_per_tick, ws.tick_budget_s = 5, 60.0  # the first tick compiles
+    ws.steps_per_tick, ws.tick_budget_s = 5, 60.0
     token = ws.play()
     assert ws.playing and token == ws.generation
+    assert ws.tick(token) == 1  # the step that compiled: its point shows at once
     assert ws.tick(token) == 5
     assert ws.tick(token) == 5
-    assert ws.tick(token) == 2 and not ws.playing  # reached 12: stopped by itself
+    assert ws.tick(token) == 1 and not ws.playing  # reached 12: stopped by itself
     assert "Finished 12 steps" in ws.notice
     assert ws.tick(token) == 0
     token = ws.play()  # Play again: 12 more
@@ -58,6 +59,20 @@ def test_tick_respects_the_time_budget():
     ws.tick(token)  # the compile
     done = ws.tick(token)
     assert 1 <= done < 100_000 and ws.playing
+
+
+def test_a_waiting_click_ends_the_tick_after_one_step(ws):
+    ws.tick_budget_s = 60.0
+    token = ws.play()
+    assert ws.tick(token, lambda: True) == 1  # the compile; a click already waiting
+    asked = []
+
+    def clicked():
+        asked.append(ws.steps_done)
+        return len(asked) >= 3  # someone clicks while the third step runs
+
+    assert ws.tick(token, clicked) == 3 and ws.playing
+    assert asked == [2, 3, 4]  # asked between steps, after each one
 
 
 def test_pause_and_a_stale_token_do_nothing(ws):

@@ -60,3 +60,7 @@ def main() -> None:
     guard("diagnose", diagnose_panel.render, ws)
     sync_link(ws)
     st.caption("The address bar holds this run's settings and graph: copy it to share the run.")
+    if ws.run is not None:
+        # the page is drawn: compile the eval function (metrics, predictions) in the
+        # background, so Play pays only for the training step's own compile
+        ws.run.warm_up()

@@ -7,6 +7,7 @@ import dataclasses
 import logging
 
 import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from explorer import links
 from explorer.audit import AuditReport
@@ -31,6 +32,44 @@ def workspace() -> Workspace:
         st.session_state.link_notices = link.notices
         st.session_state.lesson = link.lesson
     return st.session_state.workspace
+
+
+TRIGGERS = ("trigger_value", "string_trigger_value", "json_trigger_value")
+
+
+def interaction_waiting() -> bool:
+    """Whether the browser sent a person's action (a click, a canvas event, a
+    changed widget outside a fragment) that waits for the script run in
+    progress. Live training asks this between steps, so a click is answered
+    after one step rather than after a whole tick.
+
+    Streamlit has no public call for this; it reads the session's pending
+    rerun request (``streamlit.runtime.scriptrunner_utils.script_requests``,
+    pinned 1.67) and says ``False`` whenever that shape is not found. A
+    fragment's timer is not an action: its request carries no trigger and
+    names only fragments. A rerun asked for by name (a callback's
+    ``st.rerun(key)``) is one: it would preempt the run at its next element."""
+    ctx = get_script_run_ctx(suppress_warning=True)
+    return pending_action(getattr(ctx, "script_requests", None))
+
+
+def pending_action(requests) -> bool:
+    """:func:`interaction_waiting` for a ``ScriptRequests`` object."""
+    if getattr(getattr(requests, "_state", None), "name", None) != "RERUN":
+        return False
+    data = getattr(requests, "_rerun_data", None)
+    if data is None:
+        return False
+    if getattr(data, "is_fragment_scoped_rerun", False):
+        return True  # asked by name (the canvas's answer): it preempts this run anyway
+    if not getattr(data, "fragment_id_queue", None):
+        return True  # a whole-page rerun: a widget outside the fragments changed
+    states = getattr(getattr(data, "widget_states", None), "widgets", ())
+    try:
+        return any(state.WhichOneof("value") in TRIGGERS
+                   and bool(getattr(state, state.WhichOneof("value"))) for state in states)
+    except (AttributeError, ValueError, TypeError):
+        return False
 
 
 def classroom() -> bool:

@@ -323,8 +323,16 @@ class GraphCanvas {
       if (settled) this.reconcile(nodes, data.edges || [], !!data.directed);
       for (const n of nodes) {
         const el = cy.getElementById(n.id);
-        if (!el.empty()) el.data({ colour: n.colour, split: n.split, tip: n.tip, size: this.size,
-                                   label: n.label });
+        if (el.empty()) continue;
+        // only what changed: setting data restyles the node (500 of them took
+        // ~0.13 s a redraw on a 2-core machine even when nothing had changed)
+        const now = el.data();
+        const changed = {};
+        for (const [k, v] of [["colour", n.colour], ["split", n.split], ["tip", n.tip],
+                              ["size", this.size], ["label", n.label]]) {
+          if (now[k] !== v) changed[k] = v;
+        }
+        if (Object.keys(changed).length) el.data(changed);
       }
     });
     if (settled) {
@@ -378,7 +386,8 @@ class GraphCanvas {
         cy.add({ group: "edges", data: { id, source: pair[0], target: pair[1] } });
       }
     }
-    cy.edges().toggleClass("directed", directed);
+    // only the edges that differ: a class set again on all of them restyles them all
+    cy.edges(directed ? ":not(.directed)" : ".directed").toggleClass("directed", directed);
   }
 
   mark() {

@@ -21,6 +21,7 @@ from explorer.workspace import Workspace
 
 COLOUR_BY = ("label", "prediction", "embedding")
 MAX_TABLE_EDGES = 5000  # larger graphs are edited with the tools, not the table
+CANVAS_FRAGMENT = "g_canvas_fragment"  # the canvas's fragment, rerun by name
 LIVE_EVERY_S = 1.0  # graph redraw interval while training, when coloured by the model
 
 _S = st.session_state
@@ -140,6 +141,10 @@ def _canvas_events(ws: Workspace) -> None:
     if edits:
         set_error("upload", "")
         _S.g_canvas_edited = True  # the rest of the page must follow the edit
+    # Answer with the canvas's fragment alone, now: a fragment-scoped rerun preempts
+    # a running live-training tick (at its next redraw) instead of queueing behind
+    # it. An edit then reruns the page from there (see _drawing).
+    st.rerun(CANVAS_FRAGMENT)
 
 
 def _colour_controls(ws: Workspace) -> None:
@@ -331,7 +336,7 @@ def render(ws: Workspace) -> None:
         _colour_controls(ws)
     colour = _S.get("g_colour", "label")
     live = ws.playing and colour != "label"
-    st.fragment(run_every=LIVE_EVERY_S if live else None)(_drawing)(ws)
+    st.fragment(_drawing, run_every=LIVE_EVERY_S if live else None, key=CANVAS_FRAGMENT)(ws)
     if ws.task == "graph":
         with st.expander("Per-graph predictions", expanded=True):
             _predictions(table)
