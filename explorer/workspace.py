@@ -42,8 +42,9 @@ __all__ = ["TICK_BUDGET_S", "FileData", "GraphStats", "Workspace"]
 
 # A tick's training time; the redraw comes on top. Each redraw costs the browser
 # 0.2-0.3 s of main-thread work on a 2-core machine, so fewer, longer ticks train
-# faster and leave the page free for clicks; a click ends the tick early (see tick).
-TICK_BUDGET_S = 1.0
+# faster and leave the page free for clicks (a click ends the tick early, see
+# tick); but the canvas's live colours wait for the tick, so not too long.
+TICK_BUDGET_S = 0.6
 
 
 @dataclasses.dataclass(frozen=True)
