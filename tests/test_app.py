@@ -246,7 +246,7 @@ def test_the_speed_table_is_ordered_slowest_first():
 def test_speed_options_run_slowest_to_fastest_and_slow_motion_plays_slowly(at, monkeypatch):
     import streamlit
 
-    from explorer.ui.train_panel import CHART_EVERY_S, SPEED_BY_NAME
+    from explorer.ui.train_panel import SPEED_BY_NAME
 
     slider = at.select_slider(key="t_speed")
     rates = [SPEED_BY_NAME[name].steps_per_s for name in slider.options]
@@ -268,19 +268,43 @@ def test_speed_options_run_slowest_to_fastest_and_slow_motion_plays_slowly(at, m
     _ok(at)
     ws = _ws(at)
     assert ws.steps_per_tick == 1 and every("_live") is None  # not playing: no timer
-    assert every("_charts") is None
     at.button(key="t_play").click().run()
     _ok(at)
     assert ws.playing and ws.steps_done == 1  # one tick, one step
     assert every("_live") == 0.5  # the next tick in half a second: 2 steps/s
-    assert every("_charts") == CHART_EVERY_S  # the charts: at most once a second
     at.run()  # a rerun is one more tick
     assert ws.steps_done == 2 and every("_live") == 0.5
     at.select_slider(key="t_speed").set_value("full speed").run()
     assert ws.steps_per_tick is None and ws.steps_done > 3 and every("_live") == 0.1
-    assert every("_charts") == CHART_EVERY_S
     at.button(key="t_pause").click().run()
-    assert every("_live") is None and every("_charts") is None
+    assert every("_live") is None
+
+
+def test_charts_are_rebuilt_at_most_once_a_second_while_training():
+    """Between rebuilds the same figures come back, which the browser does not
+    redraw; the first point and a paused run are drawn at once."""
+    from explorer.config import RunConfig
+    from explorer.ui.train_panel import CHART_EVERY_S, chart_figures
+    from explorer.workspace import Workspace
+
+    ws = Workspace(RunConfig(epochs=50))
+    cache = {}
+    empty = chart_figures(ws, cache, now=0.0)
+    assert chart_figures(ws, cache, now=0.1)[0] is not empty[0]  # not playing: always fresh
+    token = ws.play()
+    ws.tick(token)  # the compiling step
+    first = chart_figures(ws, cache, now=0.2)
+    assert len(first[0].data[0].x) == 1  # the first point shows at once
+    ws.tick(token)
+    assert chart_figures(ws, cache, now=0.2 + CHART_EVERY_S / 2)[0] is first[0]  # reused
+    later = chart_figures(ws, cache, now=0.2 + CHART_EVERY_S)
+    assert later[0] is not first[0] and len(later[0].data[0].x) == ws.steps_done > 1
+    ws.pause()
+    assert chart_figures(ws, cache, now=0.3 + CHART_EVERY_S)[0] is not later[0]  # paused
+    ws.reset()
+    ws.play()
+    fresh = chart_figures(ws, cache, now=0.4 + CHART_EVERY_S)[0]  # a new run: no points
+    assert sum(len(trace.x or ()) for trace in fresh.data) == 0
 
 
 # ------------------------------------------------------- empty splits

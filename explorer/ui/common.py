@@ -48,9 +48,22 @@ def interaction_waiting() -> bool:
     pinned 1.67) and says ``False`` whenever that shape is not found. A
     fragment's timer is not an action: its request carries no trigger and
     names only fragments. A rerun asked for by name (a callback's
-    ``st.rerun(key)``) is one: it would preempt the run at its next element."""
+    ``st.rerun(key)``) is one: it would preempt the run at its next element.
+    (A canvas event whose callback already ran in this run is
+    :func:`answer_due`.)"""
     ctx = get_script_run_ctx(suppress_warning=True)
     return pending_action(getattr(ctx, "script_requests", None))
+
+
+def answer_due(value: bool | None = None) -> bool:
+    """Whether the canvas sent events that this script run has yet to answer
+    (its callback ran at the start of the run; its fragment answers later in
+    the run). Live training skips its tick while it is due, so the canvas's
+    fragment runs next instead of after a tick. ``answer_due(True)`` notes it,
+    the canvas's fragment clears it with ``answer_due(False)``."""
+    if value is not None:
+        st.session_state.canvas_answer_due = value
+    return bool(st.session_state.get("canvas_answer_due", False))
 
 
 def pending_action(requests) -> bool:

@@ -16,12 +16,11 @@ from explorer.drawing import LAYOUTS
 from explorer.graphio import FORMATS, GraphFileError
 from explorer.sources import GRAPH_TASKS, PRESETS
 from explorer.ui.canvas import graph_canvas
-from explorer.ui.common import attempt, classroom, set_error, show_error
+from explorer.ui.common import answer_due, attempt, classroom, set_error, show_error
 from explorer.workspace import Workspace
 
 COLOUR_BY = ("label", "prediction", "embedding")
 MAX_TABLE_EDGES = 5000  # larger graphs are edited with the tools, not the table
-CANVAS_FRAGMENT = "g_canvas_fragment"  # the canvas's fragment, rerun by name
 LIVE_EVERY_S = 1.0  # graph redraw interval while training, when coloured by the model
 
 _S = st.session_state
@@ -141,10 +140,9 @@ def _canvas_events(ws: Workspace) -> None:
     if edits:
         set_error("upload", "")
         _S.g_canvas_edited = True  # the rest of the page must follow the edit
-    # Answer with the canvas's fragment alone, now: a fragment-scoped rerun preempts
-    # a running live-training tick (at its next redraw) instead of queueing behind
-    # it. An edit then reruns the page from there (see _drawing).
-    st.rerun(CANVAS_FRAGMENT)
+    # this run goes on to the canvas's fragment; live training skips its tick in it
+    # (a whole tick before the answer made clicks wait), see train_panel._live
+    answer_due(True)
 
 
 def _colour_controls(ws: Workspace) -> None:
@@ -159,6 +157,7 @@ def _colour_controls(ws: Workspace) -> None:
 
 
 def _drawing(ws: Workspace) -> None:
+    answer_due(False)  # answered now
     d = ws.drawing
     by = _S.get("g_colour", "label")
     layer = int(_S.get("g_layer", 0)) if by == "embedding" else 0
@@ -336,7 +335,7 @@ def render(ws: Workspace) -> None:
         _colour_controls(ws)
     colour = _S.get("g_colour", "label")
     live = ws.playing and colour != "label"
-    st.fragment(_drawing, run_every=LIVE_EVERY_S if live else None, key=CANVAS_FRAGMENT)(ws)
+    st.fragment(_drawing, run_every=LIVE_EVERY_S if live else None)(ws)
     if ws.task == "graph":
         with st.expander("Per-graph predictions", expanded=True):
             _predictions(table)

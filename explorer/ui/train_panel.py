@@ -22,7 +22,7 @@ import streamlit as st
 from explorer import plots
 from explorer.config import JIT_MODES
 from explorer.export import script_for
-from explorer.ui.common import interaction_waiting, verdict_banner
+from explorer.ui.common import answer_due, interaction_waiting, verdict_banner
 from explorer.workspace import Workspace
 
 
@@ -55,7 +55,7 @@ SPEEDS = (
 )
 SPEED_BY_NAME = {s.name: s for s in SPEEDS}
 DEFAULT_SPEED = "full speed"
-CHART_EVERY_S = 1.0  # the charts' redraw interval while training (see _charts)
+CHART_EVERY_S = 1.0  # the charts' redraw interval while training (see chart_figures)
 SPLITS = ("train", "val", "test")
 
 _S = st.session_state
@@ -100,7 +100,8 @@ def _accuracy_metric(column, split: str, value: float, size: int, unit: str) -> 
 
 
 def _live(ws: Workspace, token: int) -> None:
-    if ws.playing:
+    due, _ = answer_due(), answer_due(False)  # skip one tick at most
+    if ws.playing and not due:  # a canvas answer waits later in this run: no tick now
         started = time.perf_counter()
         if ws.steps_done == 0 and ws.config.mode != "eager":
             with st.spinner("Compiling the training step (trace → lower → XLA compile)…"):
@@ -129,26 +130,37 @@ def _live(ws: Workspace, token: int) -> None:
     if ws.error:
         st.error(ws.error, icon=":material/block:")
     verdict_banner(ws.audit(), detail=False)
+    loss, acc = chart_figures(ws, _S.setdefault("t_chart_cache", {}), time.perf_counter())
+    st.plotly_chart(loss, key="t_loss", config={"displaylogo": False})
+    st.plotly_chart(acc, key="t_acc", config={"displaylogo": False})
 
 
-def _charts(ws: Workspace) -> None:
-    """The loss and accuracy charts: a fragment of their own, redrawn at most
-    every ``CHART_EVERY_S`` while training (a plotly redraw is the page's
-    costliest update; drawn every tick it kept a 2-core machine's browser busy
-    77 % of the time and slowed clicks and training alike)."""
+def chart_figures(ws: Workspace, cache: dict, now: float):
+    """``(loss figure, accuracy figure)`` of the run. While it trains they are
+    rebuilt at most every ``CHART_EVERY_S`` (and at once for the first
+    point); in between the previous figures come back unchanged, which the
+    browser does not redraw (a plotly redraw is the page's costliest update:
+    drawn every tick it kept a 2-core machine's browser busy 77 % of the time
+    and slowed clicks and training alike). ``cache`` keeps them per session."""
     run = ws.run
     history = run.history if run else []
+    key = (ws.generation, len(history))
+    last = cache.get("figures")
+    if last is not None and ws.playing and last["generation"] == ws.generation and (
+            key == last["key"] or (last["key"][1] > 0 and now - last["at"] < CHART_EVERY_S)):
+        return last["loss"], last["acc"]
     sizes = split_sizes(ws)
     unit = "graphs" if ws.task == "graph" else "nodes"
     steps = [r.step for r in history]
-    st.plotly_chart(plots.loss_figure(steps, [r.loss for r in history], height=260),
-                    key="t_loss", config={"displaylogo": False})
+    loss = plots.loss_figure(steps, [r.loss for r in history], height=260)
     acc = plots.accuracy_figure(steps, [r.train_acc for r in history],
                                 [r.val_acc for r in history],
                                 [r.test_acc for r in history], height=240,
                                 empty=[name for name, n in sizes.items() if n == 0],
                                 unit=unit)
-    st.plotly_chart(acc, key="t_acc", config={"displaylogo": False})
+    cache["figures"] = {"generation": ws.generation, "key": key, "at": now,
+                        "loss": loss, "acc": acc}
+    return loss, acc
 
 
 def script_download(ws: Workspace) -> tuple[Callable[[], str], str] | None:
@@ -207,4 +219,3 @@ def render(ws: Workspace) -> None:
     speed = _speed()
     ws.steps_per_tick = speed.steps_per_tick
     st.fragment(_live, run_every=speed.every_s if ws.playing else None)(ws, ws.play_token)
-    st.fragment(_charts, run_every=max(speed.every_s, CHART_EVERY_S) if ws.playing else None)(ws)
