@@ -287,7 +287,8 @@ def test_charts_are_rebuilt_at_most_once_a_second_while_training():
     from explorer.ui.train_panel import CHART_EVERY_S, chart_figures
     from explorer.workspace import Workspace
 
-    ws = Workspace(RunConfig(epochs=50))
+    ws = Workspace(RunConfig(epochs=10_000))  # still training after every tick below
+    ws.steps_per_tick = 5
     cache = {}
     empty = chart_figures(ws, cache, now=0.0)
     assert chart_figures(ws, cache, now=0.1)[0] is not empty[0]  # not playing: always fresh

@@ -146,7 +146,7 @@ def chart_figures(ws: Workspace, cache: dict, now: float):
     history = run.history if run else []
     key = (ws.generation, len(history))
     last = cache.get("figures")
-    if last is not None and ws.playing and last["generation"] == ws.generation and (
+    if last is not None and ws.playing and last["key"][0] == ws.generation and (
             key == last["key"] or (last["key"][1] > 0 and now - last["at"] < CHART_EVERY_S)):
         return last["loss"], last["acc"]
     sizes = split_sizes(ws)
@@ -158,8 +158,7 @@ def chart_figures(ws: Workspace, cache: dict, now: float):
                                 [r.test_acc for r in history], height=240,
                                 empty=[name for name, n in sizes.items() if n == 0],
                                 unit=unit)
-    cache["figures"] = {"generation": ws.generation, "key": key, "at": now,
-                        "loss": loss, "acc": acc}
+    cache["figures"] = {"key": key, "at": now, "loss": loss, "acc": acc}
     return loss, acc
 
 
