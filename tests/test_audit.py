@@ -73,3 +73,26 @@ def test_run_verdicts_per_mode(mode):
     assert len(run.changes) == 4
     params = [[c for c in step if c.kind == "parameter"] for step in run.changes]
     assert all(all(c.changed is not frozen for c in step) for step in params)
+
+
+def test_snapshot_comparison_matches_the_linear_algebra_norm():
+    """compare_snapshots computes its norms without BLAS; same numbers."""
+    import numpy as np
+
+    from explorer.audit import compare_snapshots
+
+    rng = np.random.default_rng(0)
+    old = rng.normal(size=(1433, 16)).astype(np.float32)
+    new = old + rng.normal(scale=1e-3, size=old.shape).astype(np.float32)
+    same = rng.normal(size=(7,)).astype(np.float32)
+    zero = np.zeros(3, np.float32)
+    changes = {c.path: c for c in compare_snapshots(
+        {"w": ("parameter", old), "b": ("parameter", same), "z": ("parameter", zero)},
+        {"w": ("parameter", new), "b": ("parameter", same.copy()),
+         "z": ("parameter", zero + 2.0)})}
+    want = (np.linalg.norm((new.astype(np.float64) - old).ravel())
+            / np.linalg.norm(old.astype(np.float64).ravel()))
+    assert changes["w"].changed and changes["w"].relative_change == pytest.approx(want, rel=1e-12)
+    assert not changes["b"].changed and changes["b"].relative_change == 0.0
+    # from zero: the absolute change, ||(2, 2, 2)||
+    assert changes["z"].relative_change == pytest.approx(np.sqrt(12.0), rel=1e-12)

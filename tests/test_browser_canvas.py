@@ -237,6 +237,30 @@ def test_click_selects_and_shift_click_adds_then_connect(app):
         context.close()
 
 
+def test_a_click_is_answered_without_sending_cytoscape_again(app):
+    """Cytoscape.js (443 kB) travels in a component of its own, once: the
+    canvas's answer to a click is a few kB (it used to carry the library)."""
+    context, page = open_graph(app, "?graph=karate")
+    try:
+        settled(page, nodes=34)
+        cdp = context.new_cdp_session(page)
+        frames: list[int] = []
+        cdp.on("Network.webSocketFrameReceived",
+               lambda e: frames.append(len(e["response"]["payloadData"])))
+        cdp.send("Network.enable")
+        acked = int(canvas(page).get_attribute("data-acked") or 0)
+        page.mouse.click(*screen(page)["0"])
+        page.wait_for_function(f"Number(document.querySelector('.gc-box').dataset.acked) > "
+                               f"{acked}", timeout=STEP_MS)
+        settled(page)
+        expect(page.locator(".st-key-g_pick")).to_contain_text("0")
+        assert frames, "no message from the server answered the click"
+        assert max(frames) < 60_000, f"a {max(frames):,}-character message answered a click"
+        assert page.evaluate("typeof globalThis.cytoscape") == "function"
+    finally:
+        context.close()
+
+
 def test_box_select_delete_then_undo_and_redo(app):
     context, page = open_graph(app, "?graph=house")
     try:

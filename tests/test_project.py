@@ -62,3 +62,32 @@ def test_code_passes_ruff():
                              "benchmarks", "streamlit_app.py"], cwd=REPO,
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_app_entry_point_limits_openblas_to_one_thread_before_numpy_loads():
+    """``streamlit run`` has not loaded numpy when streamlit_app.py starts; the
+    entry point sets OPENBLAS_NUM_THREADS before anything loads numpy (see its
+    comment). An import hook records the variable when numpy is first found;
+    the UI is replaced by a stub."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import os, runpy, sys, types\n"
+        "os.environ.pop('OPENBLAS_NUM_THREADS', None)\n"
+        "seen = []\n"
+        "class Spy:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'numpy':\n"
+        "            seen.append(os.environ.get('OPENBLAS_NUM_THREADS'))\n"
+        "sys.meta_path.insert(0, Spy())\n"
+        "ui = types.ModuleType('explorer.ui.app')\n"
+        "def main():\n"
+        "    import numpy\n"
+        "ui.main = main\n"
+        "sys.modules['explorer.ui.app'] = ui\n"
+        "runpy.run_path('streamlit_app.py', run_name='__main__')\n"
+        "print(seen[:1])\n")
+    out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True,
+                         text=True, timeout=120, check=True).stdout.strip()
+    assert out == "['1']", out

@@ -14,12 +14,13 @@
 // Keys (canvas focused): Delete/Backspace, Ctrl+Z, Ctrl+Shift+Z (or Ctrl+Y),
 // digits set the label of the selection, Escape clears it, F fits the view.
 
-const cytoscape = globalThis.cytoscape;
 const INSTANCES = new WeakMap();
 const HANDLE = "\u241fhandle";
 const GHOST = "\u241fghost";
 const TEMP = "\u241ftemp";
-const RESEND_MS = 700; // a trigger can be lost when a rerun preempts another: send again soon
+const RESEND_MS = 1500; // a trigger can be lost when a rerun preempts another: send again
+// (not sooner: a busy server answers in about a second, and a resend then only queues a second
+// rerun behind the first)
 const SHAPES = { train: "rectangle", val: "diamond", test: "ellipse", none: "ellipse" };
 
 const STYLE = [
@@ -80,7 +81,7 @@ class GraphCanvas {
     this.digits = "";
     this.serverSelection = "[]";
     this.send = null;
-    this.cy = cytoscape({
+    this.cy = globalThis.cytoscape({
       container: this.box, style: STYLE, boxSelectionEnabled: true, selectionType: "single",
       minZoom: 0.02, maxZoom: 8, layout: { name: "preset" },
     });
@@ -410,8 +411,28 @@ function real(id) {
   return !id.startsWith("\u241f");
 }
 
+// Cytoscape.js comes in its own component (canvas.py: sent once, then as a
+// cached reference), whose module may finish loading after this one.
+function whenCytoscape() {
+  if (globalThis.cytoscape) return Promise.resolve(globalThis.cytoscape);
+  return new Promise((resolve) => {
+    const wait = () => (globalThis.cytoscape ? resolve(globalThis.cytoscape) : setTimeout(wait, 10));
+    wait();
+  });
+}
+
 export default function (component) {
   const { data, parentElement, setTriggerValue } = component;
+  if (!globalThis.cytoscape) {
+    let cleanup = null;
+    let gone = false;
+    whenCytoscape().then(() => { if (!gone) cleanup = mount(parentElement, data, setTriggerValue); });
+    return () => { gone = true; if (cleanup) cleanup(); };
+  }
+  return mount(parentElement, data, setTriggerValue);
+}
+
+function mount(parentElement, data, setTriggerValue) {
   let canvas = INSTANCES.get(parentElement);
   if (!canvas) {
     canvas = new GraphCanvas(parentElement);
