@@ -315,8 +315,8 @@ class Server:
             return "(no log)"
 
     def tracebacks(self) -> list[str]:
-        """The last line of every traceback in the server log (exceptions the
-        app logged, e.g. a panel that hit an error)."""
+        """Every traceback in the server log (exceptions the app logged, e.g. a
+        panel that hit an error), whole, up to its exception line."""
         try:
             lines = self.log.read_text(errors="replace").splitlines()
         except OSError:
@@ -324,9 +324,9 @@ class Server:
         found = []
         for i, line in enumerate(lines):
             if line.startswith("Traceback"):
-                for later in lines[i + 1:]:
+                for j, later in enumerate(lines[i + 1:], i + 1):
                     if later and not later.startswith((" ", "Traceback")):
-                        found.append(later.strip()[:200])
+                        found.append("\n".join(lines[i:j + 1])[-6000:])
                         break
         return found
 
@@ -776,7 +776,8 @@ def main() -> None:
     print(f"\nSummary over {len(results)} round(s)")
     print_table(["measure", "target", "measured", "result"], summary(results))
     if problems:
-        print(f"\nserver log: {len(problems)} traceback(s): {problems[:5]}")
+        print(f"\nserver log: {len(problems)} traceback(s), their last lines: "
+              f"{[t.splitlines()[-1][:200] for t in problems[:5]]}")
     print(f"\ntotal wall time {time.perf_counter() - wall:.0f} s; load average now "
           f"{load_average()}")
     if args.json:

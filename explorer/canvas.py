@@ -117,7 +117,9 @@ def payload(ws: Workspace, view: CanvasView, *, colours: Sequence[str],
             splits: Sequence[str], tips: Sequence[str], fit: int, client_acks=None) -> dict:
     """The JSON the canvas renders: nodes (id = name, position in canvas
     pixels, colour, split shape), edges among them, the selection, whether it
-    can be edited, and the last event applied per client. ``colours`` and
+    can be edited, the last event applied per client, and whether the view
+    follows the selection (a partial view: a click changes the nodes on
+    show, so the canvas waits for the answer to redraw). ``colours`` and
     ``tips`` hold one entry per node on show (in ``view.nodes`` order);
     ``splits`` one per node of the drawing."""
     d = ws.drawing
@@ -134,7 +136,8 @@ def payload(ws: Workspace, view: CanvasView, *, colours: Sequence[str],
     return {"nodes": nodes, "edges": edges, "directed": d.directed,
             "selected": [d.names[i] for i in ws.selected if i in shown],
             "acks": dict(ws.canvas_acks if client_acks is None else client_acks),
-            "editable": editable, "reason": reason, "fit": int(fit), "size": size}
+            "editable": editable, "reason": reason, "fit": int(fit), "size": size,
+            "follows_selection": view.partial}
 
 
 def canvas_editable(ws: Workspace) -> tuple[bool, str]:

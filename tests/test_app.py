@@ -272,6 +272,7 @@ def test_speed_options_run_slowest_to_fastest_and_slow_motion_plays_slowly(at, m
     _ok(at)
     assert ws.playing and ws.steps_done == 1  # one tick, one step
     assert every("_live") == 0.5  # the next tick in half a second: 2 steps/s
+    ws.target_steps = 100_000  # a fast host could finish 100 steps in one full-speed tick
     at.run()  # a rerun is one more tick
     assert ws.steps_done == 2 and every("_live") == 0.5
     at.select_slider(key="t_speed").set_value("full speed").run()

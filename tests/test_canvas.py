@@ -217,6 +217,12 @@ def test_undo_and_redo_events(ws):
     assert not ws.history.can_undo
 
 
+def test_a_whole_graph_view_does_not_follow_the_selection(ws):
+    assert _payload(ws)["follows_selection"] is False  # karate: all 34 on show
+    _send(ws, {"seq": 1, "type": "select", "nodes": ["3"]})
+    assert _payload(ws)["follows_selection"] is False
+
+
 def test_select_sets_the_selection_and_is_no_edit(ws):
     revision, steps, drawing = ws.revision, len(ws.history), ws.drawing
     assert _send(ws, {"seq": 1, "type": "select", "nodes": ["3", "1", "3"]}) == (0, [])
@@ -501,6 +507,7 @@ def test_cora_is_shown_as_a_view_with_stable_positions():
                  if ws.drawing.names[u] in shown and ws.drawing.names[v] in shown)
     assert len(first["edges"]) == inside > 0
     assert first["editable"] is True
+    assert first["follows_selection"] is True  # a click changes the view: the canvas waits
     assert all(n["label"] == "" for n in first["nodes"])  # too many to name each
     assert len(ws.view_positions) == DRAW_LIMIT
     for n in first["nodes"]:
@@ -517,7 +524,7 @@ def test_cora_is_shown_as_a_view_with_stable_positions():
     placed = {n["id"]: (n["x"], n["y"]) for n in first["nodes"]}
     again = [(n["x"], n["y"]) == placed[n["id"]] for n in third["nodes"] if n["id"] in placed]
     assert again and all(again)
-    assert third["selected"] == [pick]
+    assert third["selected"] == [pick] and third["follows_selection"] is True
     near = {ws.drawing.names[v if u == index[pick] else u] for u, v in ws.drawing.edges
             if index[pick] in (u, v)}
     assert {pick} | near <= {n["id"] for n in third["nodes"]}

@@ -183,9 +183,10 @@ def _drawing(ws: Workspace) -> None:
                   "embedding": "the layer's embedding (its first principal components)"}[by]
                + ".")
     if ws.task == "node":
-        _tools(ws, view.nodes)
+        _selection(ws, view.nodes)
     else:
         st.caption("A dataset graph is shown, not edited.")
+    show_error("graph")
     if _S.pop("g_canvas_edited", False):
         # an edit from the canvas: the model width, the run and the charts outside this
         # fragment follow. Rerun only after the canvas was drawn: a rerun before it
@@ -197,7 +198,9 @@ def _pick(ws: Workspace) -> None:
     ws.select(_S.g_pick)
 
 
-def _tools(ws: Workspace, view_nodes) -> None:
+def _selection(ws: Workspace, view_nodes) -> None:
+    """The "Selected nodes" box: in the canvas's fragment, so a click on the
+    canvas shows here in the same answer."""
     d = ws.drawing
     selected = list(ws.selected)
     if _S.get("g_pick") != selected:
@@ -206,6 +209,14 @@ def _tools(ws: Workspace, view_nodes) -> None:
     st.multiselect("Selected nodes", options, key="g_pick", on_change=_pick, args=(ws,),
                    format_func=lambda i: d.names[i],
                    placeholder="click nodes on the canvas (shift-click for more) or pick here")
+
+
+def _tools(ws: Workspace) -> None:
+    """The editing buttons, outside the canvas's fragment: a canvas answer
+    does not redraw them (a dozen widgets the browser re-rendered on every
+    click), and a press reruns the whole page anyway. They act on the
+    selection as it is when pressed (the canvas's callback keeps it current)."""
+    selected = list(ws.selected)
     stretch = {"width": "stretch"}
     row = st.columns(4)
     actions = {
@@ -255,7 +266,7 @@ def _tools(ws: Workspace, view_nodes) -> None:
     }
     if fit:
         _S.g_fit = _S.get("g_fit", 0) + 1
-        st.rerun(scope="fragment")
+        st.rerun()  # the canvas, drawn above, fits with the new token
     for name, pressed in actions.items():
         if pressed:
             if attempt("graph", todo[name]):
@@ -263,7 +274,6 @@ def _tools(ws: Workspace, view_nodes) -> None:
             if name in ("layout", "clear"):
                 _S.g_fit = _S.get("g_fit", 0) + 1
             st.rerun()  # everything downstream (model width, run, charts) follows
-    show_error("graph")
 
 
 def _edge_table(ws: Workspace) -> None:
@@ -336,6 +346,9 @@ def render(ws: Workspace) -> None:
     colour = _S.get("g_colour", "label")
     live = ws.playing and colour != "label"
     st.fragment(_drawing, run_every=LIVE_EVERY_S if live else None)(ws)
+    if ws.task == "node":
+        with st.container():
+            _tools(ws)
     if ws.task == "graph":
         with st.expander("Per-graph predictions", expanded=True):
             _predictions(table)
