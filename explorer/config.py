@@ -15,7 +15,7 @@ from typing import Any
 from explorer.sources import FEATURES, GRAPH_FEATURES, GRAPH_TASKS, PRESETS
 from gnncore import ACTIVATIONS, CONV_TYPES
 
-__all__ = ["JIT_MODES", "LayerConfig", "OPTIMIZERS", "RunConfig"]
+__all__ = ["JIT_MODES", "LIMITS", "Bound", "LayerConfig", "OPTIMIZERS", "RunConfig"]
 
 #: The five ways the engine can run a training step, with a one-line lesson each.
 JIT_MODES = {
@@ -30,6 +30,54 @@ JIT_MODES = {
 }
 
 OPTIMIZERS = ("adam", "adamw", "sgd")
+
+
+@dataclasses.dataclass(frozen=True)
+class Bound:
+    """The allowed range of one number in a run's settings, both ends included."""
+
+    low: float
+    high: float
+    integer: bool = False
+
+    def describe(self) -> str:
+        kind = "an integer" if self.integer else "a number"
+        return f"{kind} from {_num(self.low)} to {_num(self.high)}"
+
+    def contains(self, value) -> bool:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return False
+        if self.integer and not isinstance(value, int):
+            return False
+        return self.low <= value <= self.high  # NaN compares false: refused
+
+    def clamp(self, value):
+        """The nearest allowed value (``value`` must be a number, not NaN)."""
+        value = min(max(value, self.low), self.high)
+        return int(value) if self.integer else float(value)
+
+
+def _num(x: float) -> str:
+    return f"{x:g}" if isinstance(x, float) else str(x)
+
+
+#: The one set of limits on a run's numbers: :class:`RunConfig` refuses what is
+#: outside them, and the UI's widgets, links, the CLI and config files all read
+#: them from here. ``layers`` bounds the number of conv layers, ``width`` and
+#: ``heads`` every layer's. The learning rate goes far above any useful value on
+#: purpose: a class can watch a run diverge (training stops at the first NaN).
+LIMITS: Mapping[str, Bound] = {
+    "difficulty": Bound(0.0, 1.0),
+    "dropout": Bound(0.0, 0.9),
+    "learning_rate": Bound(1e-6, 1e12),
+    "weight_decay": Bound(0.0, 1.0),
+    "seed": Bound(0, 2**32 - 1, integer=True),  # numpy's and networkx's seeds are 32-bit
+    "epochs": Bound(1, 100_000, integer=True),
+    "train_per_class": Bound(1, 1000, integer=True),
+    "layers": Bound(1, 8, integer=True),
+    "width": Bound(1, 1024, integer=True),
+    "heads": Bound(1, 8, integer=True),
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,7 +147,6 @@ class RunConfig:
     def __post_init__(self):
         _check(self.graph in PRESETS or self.graph in GRAPH_TASKS, "graph",
                f"choose one of {sorted(PRESETS)} or a dataset {sorted(GRAPH_TASKS)}")
-        _check(0.0 <= self.difficulty <= 1.0, "difficulty", "must be in [0, 1]")
         _check(self.features in FEATURES, "features", f"choose one of {FEATURES}")
         if self.task == "graph":
             _check(self.features in GRAPH_FEATURES, "features",
@@ -108,26 +155,23 @@ class RunConfig:
                "choose one of ('mean', 'sum', 'max', 'min')")
         _check(self.norm in ("batch", "layer", "graph"), "norm",
                "choose one of ('batch', 'layer', 'graph')")
-        _check(len(self.layers) >= 1, "layers", "needs at least one layer")
+        count = LIMITS["layers"]
+        _check(isinstance(self.layers, tuple) and count.contains(len(self.layers)), "layers",
+               f"needs {count.low} to {count.high} layers")
         for i, layer in enumerate(self.layers):
             _check(isinstance(layer, LayerConfig), f"layers[{i}]", "must be a LayerConfig")
             _check(layer.kind in CONV_TYPES, f"layers[{i}].kind",
                    f"choose one of {sorted(CONV_TYPES)}")
-            _check(isinstance(layer.width, int) and 1 <= layer.width <= 1024,
-                   f"layers[{i}].width", "must be an integer from 1 to 1024")
+            _in_limits(f"layers[{i}].width", layer.width, "width")
+            if "heads" in layer.options:
+                _in_limits(f"layers[{i}].heads", layer.options["heads"], "heads")
         _check(self.activation in ACTIVATIONS, "activation",
                f"choose one of {sorted(ACTIVATIONS)}")
-        _check(0.0 <= self.dropout < 1.0, "dropout", "must be in [0, 1)")
         _check(self.optimizer in OPTIMIZERS, "optimizer", f"choose one of {OPTIMIZERS}")
-        _check(self.learning_rate > 0, "learning_rate", "must be positive")
-        _check(self.weight_decay >= 0, "weight_decay", "must be >= 0")
         _check(self.mode in JIT_MODES, "mode", f"choose one of {list(JIT_MODES)}")
-        _check(isinstance(self.seed, int) and self.seed >= 0, "seed",
-               "must be a non-negative integer")
-        _check(isinstance(self.epochs, int) and 1 <= self.epochs <= 100_000, "epochs",
-               "must be an integer from 1 to 100000")
-        _check(isinstance(self.train_per_class, int) and self.train_per_class >= 1,
-               "train_per_class", "must be a positive integer")
+        for name in ("difficulty", "dropout", "learning_rate", "weight_decay", "seed",
+                     "epochs", "train_per_class"):
+            _in_limits(name, getattr(self, name), name)
 
     # ------------------------------------------------------------ serialise
     def to_dict(self) -> dict:
@@ -192,6 +236,11 @@ class RunConfig:
 
     def replace(self, **changes) -> RunConfig:
         return dataclasses.replace(self, **changes)
+
+
+def _in_limits(field: str, value, limit: str) -> None:
+    bound = LIMITS[limit]
+    _check(bound.contains(value), field, f"must be {bound.describe()}")
 
 
 def _check(ok: bool, field: str, message: str) -> None:

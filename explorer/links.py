@@ -13,23 +13,31 @@ import base64
 import binascii
 import dataclasses
 import json
+import logging
+import math
 import zlib
 from collections.abc import Mapping
 
-from explorer.config import LayerConfig, RunConfig
+from explorer.config import LIMITS, LayerConfig, RunConfig
 from explorer.drawing import Drawing
+from explorer.graphio import MAX_LABEL
 from explorer.lessons import find as find_lesson
 from explorer.sources import GRAPH_TASKS
 
-__all__ = ["MAX_LINK_CHARS", "Link", "decode", "encode"]
+__all__ = ["MAX_GRAPH_CHARS", "MAX_LINK_CHARS", "Link", "decode", "encode", "graph_blob"]
 
 MAX_LINK_CHARS = 8000  # every parameter together; a longer link is ignored
 MAX_GRAPH_BYTES = 200_000  # the graph blob once decompressed
 # a linked graph is laid out on arrival (spring): keep it small, whatever size
 # a drawing may hold (explorer.drawing.MAX_NODES)
 MAX_LINK_NODES = 2000
+# the graph's share of a link: the rest is room for the settings
+MAX_GRAPH_CHARS = MAX_LINK_CHARS - 1000
 _DEFAULTS = RunConfig()
 _SCALARS = [f.name for f in dataclasses.fields(RunConfig) if f.name != "layers"]
+SHOWN_CHARS = 40  # of a parameter's name or value, in a notice
+
+log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,9 +64,16 @@ def _layers_text(layers) -> str:
     return ",".join(parts)
 
 
-def _parse_layers(text: str) -> tuple[LayerConfig, ...]:
+def _parse_layers(text: str, notices: list[str]) -> tuple[LayerConfig, ...]:
+    """``gcn-16,gat-8-h4`` as layers; a width or head count outside
+    :data:`explorer.config.LIMITS` is clamped with a notice, too many layers
+    refuse the whole parameter."""
+    parts = text.split(",")
+    count = LIMITS["layers"]
+    if len(parts) > count.high:
+        raise ValueError(f"{len(parts)} layers, at most {count.high}")
     layers = []
-    for part in text.split(","):
+    for part in parts:
         bits = part.strip().split("-")
         if len(bits) < 2 or not bits[1].isdigit():
             raise ValueError(f"layer {part!r}: write kind-width, e.g. gcn-16 or gat-8-h4")
@@ -70,11 +85,43 @@ def _parse_layers(text: str) -> tuple[LayerConfig, ...]:
                 options["aggr"] = extra
             else:
                 raise ValueError(f"layer {part!r}: unknown option {extra!r}")
-        layers.append(LayerConfig(bits[0], int(bits[1]), options))
+        width = _clamped(f"layers width of {part[:SHOWN_CHARS]!r}", int(bits[1]), "width",
+                         notices)
+        if "heads" in options:
+            options["heads"] = _clamped(f"layers heads of {part[:SHOWN_CHARS]!r}",
+                                        options["heads"], "heads", notices)
+        layers.append(LayerConfig(bits[0], width, options))
     return tuple(layers)
 
 
+def _clamped(what: str, value, limit: str, notices: list[str]):
+    """``value`` within ``LIMITS[limit]``, with a notice when it was not."""
+    bound = LIMITS[limit]
+    if bound.contains(value):
+        return value
+    kept = bound.clamp(value)
+    side = "below" if value < bound.low else "above"
+    notices.append(f"link parameter {what}: {_number(value)} is {side} the limit "
+                   f"({bound.describe()}), {_number(kept)} used")
+    return kept
+
+
+def _number(x) -> str:
+    return str(x) if isinstance(x, int) else f"{x:g}"
+
+
 # ------------------------------------------------------------------- graph
+def graph_blob(drawing: Drawing) -> str | None:
+    """The ``g`` parameter for ``drawing``, or ``None`` when it does not fit in a
+    link (over :data:`MAX_LINK_NODES` nodes, decided before encoding anything,
+    or over :data:`MAX_GRAPH_CHARS` once encoded): such a link carries the
+    settings only."""
+    if drawing.num_nodes > MAX_LINK_NODES:
+        return None
+    blob = _graph_blob(drawing)
+    return blob if len(blob) <= MAX_GRAPH_CHARS else None
+
+
 def _graph_blob(drawing: Drawing) -> str:
     data = {"n": drawing.num_nodes, "e": [list(e) for e in drawing.edges],
             "y": list(drawing.labels)}
@@ -94,6 +141,8 @@ def _parse_graph(blob: str, seed: int) -> Drawing:
         if inflater.unconsumed_tail:
             raise ValueError("the graph is too large for a link")
         data = json.loads(raw)
+    except RecursionError:
+        raise ValueError("the graph blob is nested too deeply") from None
     except (binascii.Error, zlib.error, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise ValueError(f"the graph blob is not valid ({type(err).__module__}."
                          f"{type(err).__name__})") from None
@@ -107,7 +156,7 @@ def _parse_graph(blob: str, seed: int) -> Drawing:
     edges = data.get("e", [])
     if (not isinstance(names, list) or len(names) != n or len(set(map(str, names))) != n
             or not isinstance(labels, list) or len(labels) != n
-            or not all(isinstance(v, int) and -1 <= v < 64 for v in labels)):
+            or not all(isinstance(v, int) and -1 <= v <= MAX_LABEL for v in labels)):
         raise ValueError("the graph's names or labels do not match its node count")
     if not isinstance(edges, list) or not all(
             isinstance(e, list) and len(e) == 2
@@ -124,8 +173,9 @@ def _parse_graph(blob: str, seed: int) -> Drawing:
 def encode(config: RunConfig, drawing: Drawing | None = None, *,
            classroom: bool = False, lesson: str | None = None) -> dict[str, str]:
     """Query parameters for ``config`` (only non-default fields) and, when
-    given, the drawn graph (``drawing``: anything that is not the preset) and
-    the open lesson's key."""
+    given, the drawn graph (``drawing``: anything that is not the preset;
+    left out when it does not fit, see :func:`graph_blob`) and the open
+    lesson's key."""
     params: dict[str, str] = {}
     for name in _SCALARS:
         value = getattr(config, name)
@@ -135,7 +185,9 @@ def encode(config: RunConfig, drawing: Drawing | None = None, *,
     if config.layers != _DEFAULTS.layers:
         params["layers"] = _layers_text(config.layers)
     if drawing is not None:
-        params["g"] = _graph_blob(drawing)
+        blob = graph_blob(drawing)
+        if blob is not None:
+            params["g"] = blob
     if classroom:
         params["classroom"] = "1"
     if lesson:
@@ -145,7 +197,19 @@ def encode(config: RunConfig, drawing: Drawing | None = None, *,
 
 def decode(params: Mapping[str, str]) -> Link:
     """The link's config, graph and classroom flag. Never raises: a bad or
-    unknown parameter is dropped (its default is used) with a notice."""
+    unknown parameter is dropped (its default is used) with a notice, a number
+    outside :data:`explorer.config.LIMITS` is clamped with a notice, and a link
+    that cannot be read at all gives the defaults with a notice. Notices are
+    plain text holding what the link said: show them as text, never markdown."""
+    try:
+        return _decode(params)
+    except Exception as err:  # a bug must not take the page down: defaults
+        log.exception("link could not be read")
+        return Link(RunConfig(), notices=(
+            f"the link could not be read ({type(err).__name__}): default settings used",))
+
+
+def _decode(params: Mapping[str, str]) -> Link:
     params = {str(k): str(v) for k, v in params.items()}
     notices: list[str] = []
     if sum(len(k) + len(v) for k, v in params.items()) > MAX_LINK_CHARS:
@@ -153,7 +217,7 @@ def decode(params: Mapping[str, str]) -> Link:
             f"the link is longer than {MAX_LINK_CHARS} characters: default settings used",))
     known = set(_SCALARS) | {"layers", "g", "classroom", "lesson"}
     for name in sorted(set(params) - known):
-        notices.append(f"unknown link parameter {name!r} ignored")
+        notices.append(f"unknown link parameter {name[:SHOWN_CHARS]!r} ignored")
     data = RunConfig().to_dict()
     for name in _SCALARS:
         if name not in params:
@@ -167,15 +231,22 @@ def decode(params: Mapping[str, str]) -> Link:
             elif isinstance(default, int):
                 data[name] = int(text)
             elif isinstance(default, float):
-                data[name] = float(text)
+                value = float(text)
+                if not math.isfinite(value):
+                    raise ValueError("must be a finite number")
+                data[name] = value
             else:
                 data[name] = text
         except ValueError as err:
-            notices.append(f"link parameter {name}={text[:40]!r} ignored: {err}")
+            notices.append(f"link parameter {name}={text[:SHOWN_CHARS]!r} ignored: "
+                           f"{str(err)[:80]}")
+            continue
+        if name in LIMITS:
+            data[name] = _clamped(name, data[name], name, notices)
     if "layers" in params:
         try:
             data["layers"] = [{"kind": la.kind, "width": la.width, "options": dict(la.options)}
-                              for la in _parse_layers(params["layers"])]
+                              for la in _parse_layers(params["layers"], notices)]
         except ValueError as err:
             notices.append(f"link parameter layers ignored: {err}")
     # Validate together; a field the config refuses goes back to its default.
@@ -210,7 +281,7 @@ def decode(params: Mapping[str, str]) -> Link:
     if "lesson" in params:
         found = find_lesson(params["lesson"])
         if found is None:
-            notices.append(f"unknown lesson {params['lesson'][:40]!r} ignored")
+            notices.append(f"unknown lesson {params['lesson'][:SHOWN_CHARS]!r} ignored")
         else:
             lesson = found.key
     return Link(config, drawing, params.get("classroom") in ("1", "true"), tuple(notices),

@@ -2,6 +2,8 @@
 mode steps, the verdicts show, uploads replace or are refused, the edge table
 reaches the engine, and model edits start new runs."""
 
+import re
+
 import pytest
 from conftest import REPO
 from streamlit.testing.v1 import AppTest
@@ -26,7 +28,9 @@ def _metric(at, label):
 
 
 def _texts(elements):
-    return " ".join(e.value for e in elements)
+    """What the elements show: their markdown with backslash escapes resolved
+    (messages quoting user text are escaped, see explorer.ui.common.plain)."""
+    return re.sub(r"\\(.)", r"\1", " ".join(e.value for e in elements))
 
 
 def _ok(at):

@@ -405,3 +405,70 @@ def test_node_names_are_never_html(app, tmp_path: Path):
         assert "<b>bold</b>" in pos  # the name is kept as text
     finally:
         context.close()
+
+
+class _Listener:
+    """An HTTP server on a free loopback port that records every request: a
+    page that fetched a URL written in user text would show up here."""
+
+    def __init__(self):
+        import http.server
+        import threading
+
+        seen = self.requests = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802 (the stdlib's name)
+                seen.append(self.path)
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_markdown_in_links_file_names_and_node_names_stays_text(app, tmp_path: Path):
+    import urllib.parse
+
+    listener = _Listener()
+    at = f"http://127.0.0.1:{listener.port}"
+    beacon, login = f"![]({at}/beacon)", f"[Sign in]({at}/login)"
+    query = "?" + urllib.parse.urlencode({beacon: "1", "lesson": login})
+    context, page = open_graph(app, query)
+
+    def shown(selector):  # the text on the page, without the invisible word joiners
+        return page.eval_on_selector_all(
+            selector, "els => els.map(e => e.innerText.replaceAll('\u2060', '')).join(' | ')")
+
+    try:
+        alerts = '[data-testid="stAlert"]'
+        assert f"unknown link parameter '{beacon}' ignored" in shown(alerts), shown(alerts)
+        assert f"unknown lesson '{login}' ignored" in shown(alerts)
+        # names that are markdown, in a file whose name is markdown
+        image, link = f"![]({at}/node)", f"[x]({at}/named)"
+        upload = tmp_path / "**bold**.edgelist"
+        upload.write_text(f"{image} c\n{link} c\n")
+        page.locator('.st-key-g_upload input[type="file"]').set_input_files(str(upload))
+        settled(page, nodes=3, timeout=COMPILE_MS)
+        assert "Loaded **bold**.edgelist" in shown(alerts)
+        draw_edge(page, image, link)  # the edit's notice names both nodes
+        settled(page, edges=3)
+        toast = '[data-testid="stToast"]'
+        page.wait_for_selector(toast, timeout=STEP_MS)
+        assert f"connected {image} and {link}" in shown(toast), shown(toast)
+        page.wait_for_timeout(500)
+        for selector in (f"img[src^='{at}']", f"a[href^='{at}']", "strong:text('bold')"):
+            assert page.locator(selector).count() == 0, (selector, page.eval_on_selector_all(
+                selector, "els => els.map(e => e.parentElement.parentElement.outerHTML)"))
+        assert listener.requests == [], listener.requests
+    finally:
+        context.close()
+        listener.close()

@@ -279,7 +279,7 @@ def test_measure_compile_reports_each_part(ws):
 
 
 def test_nan_loss_stops_play_with_a_message():
-    ws = Workspace(RunConfig(learning_rate=1e30, optimizer="sgd", weight_decay=0.0))
+    ws = Workspace(RunConfig(learning_rate=1e12, optimizer="sgd", weight_decay=0.0))
     token = ws.play()
     for _ in range(20):
         ws.tick(token)

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import streamlit as st
 
+from explorer import links
 from explorer.ui import diagnose_panel, graph_panel, lesson_panel, model_panel, train_panel
-from explorer.ui.common import classroom, guard, sync_link, workspace
+from explorer.ui.common import classroom, guard, plain, sync_link, workspace
 
 TITLE = "GNN JIT Explorer"
 PANEL_MIN_PX = 400  # narrower than this, the graph and train panels stack
@@ -34,17 +35,17 @@ def main() -> None:
     # would remount the graph canvas and lose its zoom).
     with st.container():
         for notice in st.session_state.pop("link_notices", ()):  # shown once
-            st.warning(f"Link: {notice}", icon=":material/link_off:")
+            st.warning(f"Link: {plain(notice)}", icon=":material/link_off:")
     with st.container():
         guard("lesson", lesson_panel.render, ws)
     with st.container():
         if ws.notice and ws.notice_is_edit:
             # an edit's notice is a toast: a box here would push the canvas down
             # under the mouse of someone drawing on it
-            st.toast(ws.notice, icon=":material/edit:", duration=6)
+            st.toast(plain(ws.notice), icon=":material/edit:", duration=6)
             ws.notice, ws.notice_is_edit = "", False
         elif ws.notice:
-            st.info(ws.notice, icon=":material/info:")
+            st.info(plain(ws.notice), icon=":material/info:")
     # Side by side when there is room; on a narrow window (or beside an open
     # sidebar at 1000 px) the two panels wrap and each gets the full width.
     st.html(f"<style>.st-key-panels > div > [data-testid='stHorizontalBlock'] "
@@ -58,8 +59,14 @@ def main() -> None:
             guard("train", train_panel.render, ws)
     st.divider()
     guard("diagnose", diagnose_panel.render, ws)
-    sync_link(ws)
-    st.caption("The address bar holds this run's settings and graph: copy it to share the run.")
+    if sync_link(ws):
+        st.caption("The address bar holds this run's settings and graph: copy it to share "
+                   "the run.")
+    else:
+        st.caption(f"The address bar holds this run's settings, not its graph: a link holds "
+                   f"a graph of up to {links.MAX_LINK_NODES:,} nodes and "
+                   f"{links.MAX_GRAPH_CHARS:,} characters. *Download as script* (Train) "
+                   "carries the graph.")
     if ws.run is not None:
         # the page is drawn: compile the eval function (metrics, predictions) in the
         # background, so Play pays only for the training step's own compile

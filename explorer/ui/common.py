@@ -5,28 +5,58 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from explorer import links
 from explorer.audit import AuditReport
+from explorer.config import RunConfig
 from explorer.workspace import Workspace
 
 log = logging.getLogger("explorer.ui")
 
 
+_MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
+# what GitHub-flavoured markdown turns into a link even when escaped (it finds
+# them in the text after parsing): a URL's scheme or www, and e-mail addresses
+_AUTOLINK = re.compile(r"(?i)(https?|ftp|mailto|www|@)(?=\\?[:.]|[\w-])")
+WORD_JOINER = "\u2060"  # invisible, and no letter: it breaks those patterns
+
+
+def plain(text) -> str:
+    """``text`` escaped for Streamlit's markdown, so that it shows as the same
+    characters and nothing else: no link, image, emphasis, HTML or emoji code.
+    Everything a person or a file wrote (link parameters, file and node names,
+    labels, lesson keys, and the messages that quote them) goes through here.
+    A URL in it stays text: an invisible word joiner after its scheme (or
+    ``www``, or an e-mail's ``@``) keeps markdown from making it a link."""
+    escaped = _MARKDOWN.sub(r"\\\1", str(text))
+    return _AUTOLINK.sub(lambda m: m.group(1) + WORD_JOINER, escaped)
+
+
 def workspace() -> Workspace:
     """This browser session's workspace, created on first use from the page's
-    link (query parameters); never shared between sessions."""
+    link (query parameters); never shared between sessions. Never raises: a
+    link that cannot be used gives the default workspace and a notice."""
     if "workspace" not in st.session_state:
         link = links.decode(st.query_params.to_dict())
-        ws = Workspace(link.config)
+        try:
+            ws = Workspace(link.config)
+        except Exception as err:  # the link's settings must never take the page down
+            log.exception("workspace from the link failed")
+            link = dataclasses.replace(link, drawing=None, notices=link.notices + (
+                f"the link's settings could not be used ({type(err).__name__}: "
+                f"{str(err)[:200]}): default settings used",))
+            ws = Workspace(RunConfig())
         if link.drawing is not None:
             try:
                 ws.load_drawing(link.drawing, "shared link")
-            except ValueError as err:
-                link = dataclasses.replace(link, notices=link.notices + (str(err),))
+            except Exception as err:
+                log.exception("graph from the link failed")
+                link = dataclasses.replace(link, notices=link.notices + (
+                    f"the link's graph was not loaded: {str(err)[:200]}",))
         st.session_state.workspace = ws
         st.session_state.classroom = link.classroom
         st.session_state.link_notices = link.notices
@@ -90,14 +120,28 @@ def classroom() -> bool:
     return bool(st.session_state.get("classroom"))
 
 
-def sync_link(ws: Workspace) -> None:
+def sync_link(ws: Workspace) -> bool:
     """Keep the address bar's query parameters equal to the current run, so
-    that copying the URL shares it."""
+    that copying the URL shares it. Returns whether the link holds the graph
+    (``False``: an edited or uploaded graph too big for a link, which then
+    carries the settings only). The graph is encoded once per drawing, not on
+    every rerun (a 300k-edge upload took 1.85 s a rerun)."""
     edited = not ws.source.startswith(("preset", "dataset")) or len(ws.history) > 1
-    params = links.encode(ws.config, ws.drawing if edited and ws.task == "node" else None,
-                          classroom=classroom(), lesson=st.session_state.get("lesson"))
+    params = links.encode(ws.config, classroom=classroom(),
+                          lesson=st.session_state.get("lesson"))
+    fits = True
+    if edited and ws.task == "node":
+        cached = st.session_state.get("link_graph")
+        if cached is None or cached[0] is not ws.drawing:
+            cached = (ws.drawing, links.graph_blob(ws.drawing))
+            st.session_state.link_graph = cached
+        if cached[1] is None:
+            fits = False
+        else:
+            params["g"] = cached[1]
     if params != st.query_params.to_dict():
         st.query_params.from_dict(params)
+    return fits
 
 
 def guard(name: str, render, *args) -> None:
@@ -107,7 +151,7 @@ def guard(name: str, render, *args) -> None:
         render(*args)
     except Exception as err:  # st.rerun/st.stop are BaseExceptions and pass through
         log.exception("%s panel failed", name)
-        st.error(f"The {name} panel hit an error: {type(err).__name__}: {err}. "
+        st.error(f"The {name} panel hit an error: {type(err).__name__}: {plain(err)}. "
                  "Your graph and run are kept; Reset starts a fresh run.")
 
 
@@ -119,7 +163,7 @@ def show_error(key: str) -> None:
     """Show (and keep showing) the last error stored under ``key``."""
     message = st.session_state.get(f"error_{key}")
     if message:
-        st.error(message, icon=":material/warning:")
+        st.error(plain(message), icon=":material/warning:")
 
 
 def attempt(key: str, action, *args) -> bool:

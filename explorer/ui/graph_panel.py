@@ -4,7 +4,6 @@ mouse), editing tools, colouring, the split in use and the edge table."""
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -13,10 +12,10 @@ import streamlit as st
 
 from explorer import canvas, plots
 from explorer.drawing import LAYOUTS
-from explorer.graphio import FORMATS, GraphFileError
+from explorer.graphio import FORMATS, MAX_LABEL, GraphFileError
 from explorer.sources import GRAPH_TASKS, PRESETS
 from explorer.ui.canvas import graph_canvas
-from explorer.ui.common import answer_due, attempt, classroom, set_error, show_error
+from explorer.ui.common import answer_due, attempt, classroom, plain, set_error, show_error
 from explorer.workspace import Workspace
 
 COLOUR_BY = ("label", "prediction", "embedding")
@@ -28,11 +27,6 @@ _S = st.session_state
 
 # ------------------------------------------------------------------ source
 SOURCES = list(PRESETS) + list(GRAPH_TASKS)
-
-
-def _plain(text: str) -> str:
-    """User text (file and node names) shown as text, not read as markdown."""
-    return re.sub(r"([\\`*_{}\[\]()#+\-.!|<>~$])", r"\\\1", str(text))
 
 
 def _describe(name: str) -> str:
@@ -94,7 +88,7 @@ def _source(ws: Workspace) -> None:
             st.rerun()  # the model panel (drawn first) must see the new graph
     show_error("upload")
     if ws.source.startswith("file") and _S.get("g_upload_warnings"):
-        st.warning("; ".join(_S.g_upload_warnings))
+        st.warning(plain("; ".join(_S.g_upload_warnings)))
     if ws.has_file_features:
         st.checkbox("Use the graph's own node features", key="g_file_features",
                     value=ws.config.features == "file", on_change=_toggle_file_features,
@@ -245,7 +239,8 @@ def _tools(ws: Workspace) -> None:
     fit = row[3].button("Fit", key="g_fit_button",
                         help="Fit the whole graph in view (F on the canvas)", **stretch)
     row = st.columns([1, 1, 1, 1], vertical_alignment="bottom")
-    label = row[0].number_input("Label", min_value=-1, max_value=63, value=0, key="g_label",
+    label = row[0].number_input("Label", min_value=-1, max_value=MAX_LABEL, value=0,
+                                key="g_label",
                                 help="-1 = unlabelled. On the canvas: select, then type the "
                                      "number")
     actions["label"] = row[1].button("Set label", key="g_set_label", **stretch,
@@ -355,7 +350,7 @@ def render(ws: Workspace) -> None:
     else:
         with st.expander(f"Edge table ({len(ws.drawing.edges):,} edges)"):
             _edge_table(ws)
-    st.caption(f"Source: {_plain(ws.source)}")
+    st.caption(f"Source: {plain(ws.source)}")
 
 
 def _summary(ws: Workspace, table: list[dict]) -> None:

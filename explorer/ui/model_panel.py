@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explorer.config import OPTIMIZERS, LayerConfig, RunConfig
+from explorer.config import LIMITS, OPTIMIZERS, LayerConfig, RunConfig
 from explorer.sources import FEATURES, GRAPH_FEATURES
-from explorer.ui.common import set_error, show_error
+from explorer.ui.common import plain, set_error, show_error
 from explorer.workspace import Workspace
 from gnncore import ACTIVATIONS, CONV_TYPES
 from gnncore.models import HEADED, POOLS
@@ -17,9 +17,16 @@ KIND_NAMES = {"gcn": "GCN", "gat": "GAT", "gatv2": "GATv2", "transformer": "Tran
               "sg": "SGConv (K=1)"}
 SAGE_AGGRS = ("mean", "max", "sum", "min")
 LEARNING_RATES = (0.0001, 0.0003, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0)
-MAX_LAYERS = 8
+MAX_LAYERS = LIMITS["layers"].high
 
 _S = st.session_state
+
+
+def _bounds(limit: str) -> dict:
+    """A number widget's range: the config's own limits (explorer.config.LIMITS)."""
+    bound = LIMITS[limit]
+    cast = int if bound.integer else float
+    return {"min_value": cast(bound.low), "max_value": cast(bound.high)}
 
 
 def _load(cfg: RunConfig) -> None:
@@ -93,11 +100,11 @@ def _layer_editor(ws: Workspace) -> None:
                 cols[0].markdown(f"Width **{classes}**", help="The output layer has one "
                                  "unit per class (tick 'Linear head' to change that).")
             else:
-                cols[0].number_input("Width", min_value=1, max_value=256, step=4,
+                cols[0].number_input("Width", **_bounds("width"), step=4,
                                      key=f"m_{uid}_width")
             kind = _S[f"m_{uid}_kind"]
             if kind in HEADED:
-                cols[1].number_input("Heads", min_value=1, max_value=8, key=f"m_{uid}_heads",
+                cols[1].number_input("Heads", **_bounds("heads"), key=f"m_{uid}_heads",
                                      help="Attention heads; hidden widths must divide by it.")
             elif kind == "sage":
                 cols[1].selectbox("Aggregation", SAGE_AGGRS, key=f"m_{uid}_aggr")
@@ -111,7 +118,8 @@ def render(ws: Workspace) -> None:
     st.header("Model")
     _layer_editor(ws)
     st.selectbox("Activation", list(ACTIVATIONS), key="m_activation")
-    st.slider("Dropout", 0.0, 0.9, step=0.05, key="m_dropout")
+    st.slider("Dropout", LIMITS["dropout"].low, LIMITS["dropout"].high, step=0.05,
+              key="m_dropout")
     if ws.task == "graph":
         st.selectbox("Readout (pooling)", POOLS, key="m_pool",
                      help="How node embeddings become one vector per graph before the head.")
@@ -127,11 +135,11 @@ def render(ws: Workspace) -> None:
     st.subheader("Optimizer")
     st.selectbox("Optimizer", OPTIMIZERS, key="m_optimizer", label_visibility="collapsed")
     if _S.m_learning_rate not in LEARNING_RATES:
-        st.number_input("Learning rate", min_value=1e-6, max_value=10.0, format="%.5f",
+        st.number_input("Learning rate", **_bounds("learning_rate"), format="%g",
                         key="m_learning_rate")
     else:
         st.select_slider("Learning rate", LEARNING_RATES, key="m_learning_rate")
-    st.number_input("Weight decay", min_value=0.0, max_value=1.0, step=5e-4, format="%.4f",
+    st.number_input("Weight decay", **_bounds("weight_decay"), step=5e-4, format="%.4f",
                     key="m_weight_decay")
     st.subheader("Data and run")
     features = GRAPH_FEATURES if ws.task == "graph" else tuple(
@@ -144,11 +152,11 @@ def render(ws: Workspace) -> None:
                       "own features (Cora's words, an uploaded file's x). one_hot and "
                       "laplacian are refused above 5,000 nodes.")
     cols = st.columns(2)
-    cols[0].number_input("Seed", min_value=0, max_value=2**31 - 1, key="m_seed")
-    cols[1].number_input("Steps per Play", min_value=1, max_value=100_000, key="m_epochs")
+    cols[0].number_input("Seed", **_bounds("seed"), key="m_seed")
+    cols[1].number_input("Steps per Play", **_bounds("epochs"), key="m_epochs")
     if ws.task == "node":
         own_split = ws.file_data is not None and ws.file_data.split is not None
-        st.number_input("Train nodes per class", min_value=1, max_value=1000,
+        st.number_input("Train nodes per class", **_bounds("train_per_class"),
                         key="m_train_per_class", disabled=own_split,
                         help="The graph's file brings its own train/val/test split, which "
                              "is used as it is." if own_split else
@@ -178,5 +186,5 @@ def render(ws: Workspace) -> None:
         _S.m_config = ws.config
     show_error("model")
     if ws.run is None and ws.error:
-        st.error(ws.error)
+        st.error(plain(ws.error))
 

@@ -22,7 +22,7 @@ import streamlit as st
 from explorer import plots
 from explorer.config import JIT_MODES
 from explorer.export import script_for
-from explorer.ui.common import answer_due, interaction_waiting, verdict_banner
+from explorer.ui.common import answer_due, interaction_waiting, plain, verdict_banner
 from explorer.workspace import Workspace
 
 
@@ -128,7 +128,7 @@ def _live(ws: Workspace, token: int) -> None:
                    f"{last.trace_count}" + (f" · this step traced: {last.trace_cause}"
                                             if last.traced else ""))
     if ws.error:
-        st.error(ws.error, icon=":material/block:")
+        st.error(plain(ws.error), icon=":material/block:")
     verdict_banner(ws.audit(), detail=False)
     loss, acc = chart_figures(ws, _S.setdefault("t_chart_cache", {}), time.perf_counter())
     st.plotly_chart(loss, key="t_loss", config={"displaylogo": False})
