@@ -18,6 +18,7 @@ import numpy as np
 import optax
 from flax import nnx
 
+from explorer import budget
 from explorer.audit import AuditReport, VariableChange, compare_snapshots, snapshot, verdict
 from explorer.config import JIT_MODES, RunConfig
 from explorer.sources import GRAPH_TASKS, load_graph, load_graph_dataset, split_graphs
@@ -91,6 +92,113 @@ def masked_cross_entropy(logits, labels, mask):
     return jnp.sum(losses * weight) / jnp.maximum(jnp.sum(weight), 1.0)
 
 
+# ------------------------------------------------------------ compiled pieces
+# Everything a Run compiles or keeps as a callable is built by the functions
+# below from what it needs (the node/graph task's segment count, the trace
+# counter, the modules), never from the Run itself: a jitted bound method or a
+# closure over ``self`` made every Run a reference cycle, which only Python's
+# cycle collector frees. The app turns Streamlit's per-rerun gc.collect() off
+# (it cost ~150 ms a training tick), so a replaced run (its graph, model,
+# optimizer state, executables) stayed in memory until a rare full collection:
+# gigabytes after a few Resets on a big graph. Without the cycle, reference
+# counting frees a run as soon as the workspace lets go of it.
+class _Shared:
+    """The mutable bits the compiled step shares with its Run: the trace count
+    (a Python side effect of tracing) and the functional mode's threaded state."""
+
+    __slots__ = ("traces", "state")
+
+    def __init__(self):
+        self.traces = 0
+        self.state = None
+
+
+def _forward(model, batch, num_graphs: int | None, **kwargs):
+    """Logits for the task's targets: nodes, or (``num_graphs`` set) the graph
+    slots of a dataset's batch."""
+    x, adj, edge_weight, _, _, node_mask = batch[:6]
+    if num_graphs is not None:
+        kwargs.update(batch=batch[6], num_graphs=num_graphs)
+    return model(x, adj, edge_weight, node_mask=node_mask, **kwargs)
+
+
+def _train_step_fn(shared: _Shared, num_graphs: int | None):
+    """``train_step(model, optimizer, batch) -> loss``: the mutating NNX step
+    every mode wraps; each trace counts in ``shared.traces``."""
+
+    def train_step(model, optimizer, batch):
+        shared.traces += 1  # a Python side effect: runs once per trace
+        y, mask = batch[3], batch[4]
+
+        def loss_fn(m):
+            return masked_cross_entropy(_forward(m, batch, num_graphs), y, mask)
+
+        loss, grads = nnx.value_and_grad(loss_fn)(model)
+        optimizer.update(model, grads)
+        return loss
+
+    return train_step
+
+
+def _evaluation_fn(num_graphs: int | None):
+    """``evaluation(model, batch, targets)``: eval-mode logits of every row,
+    their argmax, and the train/val/test accuracies: one compiled function, so
+    a step costs one forward and one small host copy for its metrics."""
+
+    def evaluation(model, batch, targets):
+        logits = _forward(model, batch, num_graphs)
+        pred = jnp.argmax(logits, axis=-1)
+        y, masks = targets[0], targets[1:]
+        hits = [jnp.sum((pred == y) & mask) / jnp.maximum(jnp.sum(mask), 1)
+                for mask in masks]
+        return logits, pred, jnp.stack(hits)
+
+    return evaluation
+
+
+def _hidden_fn(num_graphs: int | None):
+    def hidden(model, batch):
+        return _forward(model, batch, num_graphs, return_hidden=True)[1]
+
+    return hidden
+
+
+def _make_step(mode: str, train_step, model, optimizer, shared: _Shared):
+    """``(step(batch) -> loss, the functional mode's jitted step or None)``."""
+    if mode not in JIT_MODES:
+        raise ValueError(f"unknown mode {mode!r}; choose one of {list(JIT_MODES)}")
+    if mode == "eager":
+        return (lambda batch: train_step(model, optimizer, batch)), None
+    if mode == "nnx.jit":
+        step = nnx.jit(train_step)
+        return (lambda batch: step(model, optimizer, batch)), None
+    if mode == "jax.jit":
+        # The pitfall, on purpose: the modules go in as pytrees, the update
+        # happens on traced copies, and nothing flows back out.
+        step = jax.jit(train_step)
+        return (lambda batch: step(model, optimizer, batch)), None
+    if mode == "cached_partial":
+        return nnx.cached_partial(nnx.jit(train_step), model, optimizer), None
+    # functional: split once, thread the state through a pure jax.jit step.
+    graphdef, shared.state = nnx.split((model, optimizer))
+
+    @jax.jit
+    def functional_step(state, batch):
+        m, opt = nnx.merge(graphdef, state)
+        loss = train_step(m, opt, batch)
+        return nnx.state((m, opt)), loss
+
+    def threaded_step(batch):
+        shared.state, loss = functional_step(shared.state, batch)
+        return loss
+
+    return threaded_step, functional_step
+
+
+def _compile_eval(evaluate, args) -> None:
+    evaluate.lower(*args).compile()
+
+
 class Run:
     """A model, its optimizer and a graph, trained one step at a time.
 
@@ -117,19 +225,28 @@ class Run:
                 train_per_class=config.train_per_class, difficulty=config.difficulty)
             g = self.graph
             classes = max(g.num_classes(), 2)
+        # refused here, before anything of that size is allocated (a link or file
+        # could ask for gigabytes): explorer/budget.py, padding's buckets included
+        pad = 2 if config.bucket_padding else 1
+        budget.check(config, nodes=pad * g.num_nodes, edges=pad * g.num_edges,
+                     in_features=g.num_features, classes=classes)
         self.model = build_model(config, g.num_features, classes)
         self.optimizer = build_optimizer(config, self.model)
         self.model.train()
-        self.trace_count = 0
+        self._shared = _Shared()  # the trace count and the functional mode's state
         self.history: list[StepRecord] = []
         self._pending_cause = "first call"
         #: per step, how every variable changed (the parameter-change heatmap)
         self.changes: list[list[VariableChange]] = []
         self._batch = self._make_batch(g) if self.task == "node" else self._graph_batch()
-        self._state = None  # the functional mode's threaded state
-        self._step = self._make_step(config.mode)
+        num_graphs = self.num_graphs if self.task == "graph" else None
+        #: the mutating NNX step ``(model, optimizer, batch) -> loss`` that every
+        #: mode wraps (the lessons reuse it); each trace counts in trace_count
+        self._train_step = _train_step_fn(self._shared, num_graphs)
+        self._step, self._functional_step = _make_step(
+            config.mode, self._train_step, self.model, self.optimizer, self._shared)
         # pure eval-mode forward + metrics: plain jax.jit is safe (it mutates nothing)
-        self._eval = jax.jit(self._evaluation)
+        self._eval = jax.jit(_evaluation_fn(num_graphs))
         self._evaluated = None  # (inputs it was computed from, its outputs): see _evaluate
         self._warming: threading.Thread | None = None
         self._hidden = None  # compiled on first use (embeddings)
@@ -163,12 +280,23 @@ class Run:
         node_mask = jnp.array(np.arange(g.num_nodes) < n)  # host-built: no per-shape compile
         return (g.x, g.adj, g.edge_weight, g.y, g.train_mask, node_mask)
 
-    def _forward(self, model, batch, **kwargs):
-        """Logits for the task's targets: nodes, or the graph slots of the batch."""
-        x, adj, edge_weight, _, _, node_mask = batch[:6]
-        if self.task == "graph":
-            kwargs.update(batch=batch[6], num_graphs=self.num_graphs)
-        return model(x, adj, edge_weight, node_mask=node_mask, **kwargs)
+    @property
+    def trace_count(self) -> int:
+        """How many times the compiled step traced (Python ran its body)."""
+        return self._shared.traces
+
+    @trace_count.setter
+    def trace_count(self, value: int) -> None:
+        self._shared.traces = value
+
+    @property
+    def _state(self):
+        """The functional mode's threaded state (``None`` in the other modes)."""
+        return self._shared.state
+
+    @_state.setter
+    def _state(self, value) -> None:
+        self._shared.state = value
 
     @property
     def pending_retrace(self) -> str:
@@ -196,50 +324,6 @@ class Run:
             self._pending_cause = "inputs changed: edge weights added or removed"
 
     # ---------------------------------------------------------------- modes
-    def _train_step(self, model, optimizer, batch):
-        self.trace_count += 1  # a Python side effect: runs once per trace
-        y, mask = batch[3], batch[4]
-
-        def loss_fn(m):
-            return masked_cross_entropy(self._forward(m, batch), y, mask)
-
-        loss, grads = nnx.value_and_grad(loss_fn)(model)
-        optimizer.update(model, grads)
-        return loss
-
-    def _make_step(self, mode: str):
-        if mode not in JIT_MODES:
-            raise ValueError(f"unknown mode {mode!r}; choose one of {list(JIT_MODES)}")
-        model, optimizer = self.model, self.optimizer
-        if mode == "eager":
-            return lambda batch: self._train_step(model, optimizer, batch)
-        if mode == "nnx.jit":
-            step = nnx.jit(self._train_step)
-            return lambda batch: step(model, optimizer, batch)
-        if mode == "jax.jit":
-            # The pitfall, on purpose: the modules go in as pytrees, the update
-            # happens on traced copies, and nothing flows back out.
-            step = jax.jit(self._train_step)
-            return lambda batch: step(model, optimizer, batch)
-        if mode == "cached_partial":
-            return nnx.cached_partial(nnx.jit(self._train_step), model, optimizer)
-        # functional: split once, thread the state through a pure jax.jit step.
-        graphdef, self._state = nnx.split((model, optimizer))
-
-        @jax.jit
-        def functional_step(state, batch):
-            m, opt = nnx.merge(graphdef, state)
-            loss = self._train_step(m, opt, batch)
-            return nnx.state((m, opt)), loss
-
-        self._functional_step = functional_step
-
-        def step(batch):
-            self._state, loss = functional_step(self._state, batch)
-            return loss
-
-        return step
-
     def _lowerable(self):
         """``(fresh jitted function, args)`` of this mode's step, for the AOT API.
         Fresh, so that timing it neither hits nor fills the live step's cache."""
@@ -356,7 +440,7 @@ class Run:
         arrays for the real nodes): what the UI colours nodes by."""
         if self._hidden is None:
             self._hidden = jax.jit(
-                lambda m, b: self._forward(m, b, return_hidden=True)[1])
+                _hidden_fn(self.num_graphs if self.task == "graph" else None))
         self.sync()
         self.model.eval()
         try:
@@ -366,16 +450,6 @@ class Run:
         real = self.graph.num_nodes if self.task == "node" else int(
             np.sum(np.asarray(self.batch_data.node_mask)))
         return [np.asarray(h)[:real] for h in hidden]
-
-    def _evaluation(self, model, batch, targets):
-        """Eval-mode logits of every row, their argmax, and the train/val/test
-        accuracies: one compiled function, so a step costs one forward and one
-        small host copy for its metrics."""
-        logits = self._forward(model, batch)
-        pred = jnp.argmax(logits, axis=-1)
-        y, masks = targets[0], targets[1:]
-        hits = [jnp.sum((pred == y) & mask) / jnp.maximum(jnp.sum(mask), 1) for mask in masks]
-        return logits, pred, jnp.stack(hits)
 
     def _evaluate(self):
         """``(logits, predictions, host accuracies)`` of the model as it is now
@@ -408,8 +482,10 @@ class Run:
             clone = nnx.clone(self.model)  # eval mode on a copy: the run stays in train mode
             clone.eval()
             args = (clone, self._batch, self._targets)
+            # the thread gets what it compiles, not the run: a run replaced while
+            # it compiles is freed when it ends
             self._warming = threading.Thread(
-                target=lambda: self._eval.lower(*args).compile(), name="eval-warm-up",
+                target=_compile_eval, args=(self._eval, args), name="eval-warm-up",
                 daemon=True)
             self._warming.start()
         return self._warming

@@ -374,3 +374,12 @@ def test_a_click_waiting_on_a_training_tick_is_seen_and_a_fragment_timer_is_not(
     # a callback's st.rerun("canvas") (no widget states: it names its fragment)
     assert pending(timer, RerunData(fragment_id_queue=["canvas"], is_fragment_scoped_rerun=True))
     assert not pending_action(None) and not pending_action(object())
+
+
+def test_an_unlabelled_drawing_shows_why_it_has_nothing_to_learn(at):
+    _ws(at).clear()
+    _ws(at).add_node()
+    at.run()
+    at.button(key="t_step").click().run()
+    _ok(at)
+    assert "Nothing to learn from: no node has a label" in _texts(at.warning)

@@ -72,3 +72,21 @@ def test_too_many_weights_are_refused():
                                LayerConfig("gcn", 16)))
     with pytest.raises(ValueError, match=r"about \d+ million weights .* 10,000 input features"):
         check(config, nodes=100, edges=200, in_features=10_000, classes=3)
+
+
+def test_a_run_over_the_budget_is_refused_before_its_model_is_built(monkeypatch):
+    import explorer.engine as engine
+    from explorer.engine import Run
+    from explorer.workspace import Workspace
+
+    def never(*args, **kwargs):
+        raise AssertionError("the model was built")
+
+    monkeypatch.setattr(engine, "build_model", never)
+    wide = RunConfig(graph="cora", features="file",
+                     layers=tuple(LayerConfig("gat", 1024, {"heads": 8}) for _ in range(8)))
+    with pytest.raises(ValueError, match="too big for the server"):
+        Run(wide)
+    ws = Workspace(wide)  # the workspace keeps going and says why
+    assert ws.run is None and ws.error.startswith("cannot build the model: this model is too "
+                                                  "big for the server")

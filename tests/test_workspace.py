@@ -507,3 +507,16 @@ def test_leaving_file_features_on_a_big_file_keeps_a_run(ws):
     ws.use_file_features(False)
     assert ws.config.features not in DENSE_FEATURES
     assert ws.run is not None and not ws.error
+
+
+def test_a_graph_with_nothing_labelled_to_train_on_says_so():
+    from explorer.drawing import Drawing
+    assert Workspace(RunConfig()).training_hint() == ""  # karate: 8 labelled train nodes
+    ws = Workspace(RunConfig())
+    ws.load_drawing(Drawing(names=("a",), labels=(-1,), positions=((0.0, 0.0),)), "one node")
+    assert ws.run is not None
+    assert ws.training_hint().startswith("Nothing to learn from: no node has a label, so the "
+                                         "loss is 0")
+    assert ws.step().loss == 0.0  # what the hint says
+    ws.set_label([0], 1)
+    assert ws.training_hint() == ""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
+import weakref
 
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
@@ -13,7 +14,7 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 from explorer import links
 from explorer.audit import AuditReport
 from explorer.config import RunConfig
-from explorer.workspace import Workspace
+from explorer.workspace import Workspace, release_memory
 
 log = logging.getLogger("explorer.ui")
 
@@ -58,6 +59,9 @@ def workspace() -> Workspace:
                 link = dataclasses.replace(link, notices=link.notices + (
                     f"the link's graph was not loaded: {str(err)[:200]}",))
         st.session_state.workspace = ws
+        # Streamlit drops a closed tab's session some time later: its run's memory
+        # then goes back to the system, not just to the allocator
+        weakref.finalize(ws, release_memory)
         st.session_state.classroom = link.classroom
         st.session_state.link_notices = link.notices
         st.session_state.lesson = link.lesson

@@ -129,6 +129,9 @@ def _live(ws: Workspace, token: int) -> None:
                                             if last.traced else ""))
     if ws.error:
         st.error(plain(ws.error), icon=":material/block:")
+    hint = ws.training_hint()
+    if hint:
+        st.warning(hint, icon=":material/label_off:")
     verdict_banner(ws.audit(), detail=False)
     loss, acc = chart_figures(ws, _S.setdefault("t_chart_cache", {}), time.perf_counter())
     st.plotly_chart(loss, key="t_loss", config={"displaylogo": False})
