@@ -30,9 +30,12 @@ MAX_ACTIVATIONS = 60_000_000
 _WEIGHTS = {"gcn": 1, "gat": 1, "gatv2": 2, "transformer": 4, "sage": 2, "gin": 2,
             "graph": 2, "cheb": 2, "sg": 1}
 # node rows kept per layer and output column (the conv's output, the
-# activation, the dropout mask), and edge values per layer and column
+# activation, the dropout mask)
 _NODE_COPIES = 3
-_EDGE_COPIES = 1
+# Sum and mean aggregations run as CSR products over ``graph.adj`` (the engine
+# passes it): no per-edge message is kept. Attention and max/min aggregations
+# gather one message row per edge.
+_GATHERED = {"gat", "gatv2", "transformer"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,7 +65,9 @@ def estimate(config: RunConfig, *, nodes: int, edges: int, in_features: int,
         # the output layer has one column per class and head (its heads are averaged)
         columns = classes * heads if i == out_layer else layer.width
         params += _WEIGHTS.get(layer.kind, 4) * width_in * columns + 5 * columns  # + biases
-        acts = _NODE_COPIES * nodes * columns + _EDGE_COPIES * loops * columns
+        acts = _NODE_COPIES * nodes * columns
+        if layer.kind in _GATHERED or layer.options.get("aggr") in ("max", "min"):
+            acts += loops * columns
         if layer.kind in HEADED:
             acts += 3 * loops * heads  # attention scores, their softmax, dropout
         activations += acts

@@ -50,7 +50,12 @@ def test_the_activation_estimate_grows_with_the_graph_and_the_width():
     (RunConfig(layers=tuple(LayerConfig("gat", 1024, {"heads": 8}) for _ in range(8))),
      34, 156, 34, 2),  # the widest stack the limits allow, on karate
     (RunConfig(layers=(LayerConfig("gcn", 64), LayerConfig("gcn", 16))), 50_000, 500_000,
-     64, 10),  # the largest upload, an ordinary model
+     64, 10),  # a big upload, an ordinary model
+    (RunConfig(), 50_000, 1_000_000, 64, 64),  # the largest upload the loaders take (500,000
+    # undirected edges, 64 classes) with the default model
+    (RunConfig(graph="cora", features="file",
+               layers=(LayerConfig("gat", 64, {"heads": 8}), LayerConfig("gat", 7))),
+     2708, 10556, 1433, 7),  # the GAT paper's Cora model
 ])
 def test_ordinary_runs_fit(config, nodes, edges, features, classes):
     size = check(config, nodes=nodes, edges=edges, in_features=features, classes=classes)

@@ -520,3 +520,25 @@ def test_a_graph_with_nothing_labelled_to_train_on_says_so():
     assert ws.step().loss == 0.0  # what the hint says
     ws.set_label([0], 1)
     assert ws.training_hint() == ""
+
+
+def test_community_labels_of_a_graph_with_many_edges_come_fast_and_within_the_classes(
+        monkeypatch):
+    import networkx as nx
+
+    from explorer import workspace as workspace_module
+    from explorer.drawing import Drawing
+    from explorer.graphio import MAX_LABEL
+
+    def slow(*args, **kwargs):
+        raise AssertionError("Louvain on a graph this big took minutes")
+
+    monkeypatch.setattr(nx.community, "louvain_communities", slow)
+    rng = np.random.default_rng(0)
+    n = 6000
+    pairs = {tuple(sorted(map(int, rng.choice(n, 2, replace=False))))
+             for _ in range(workspace_module.LOUVAIN_MAX_EDGES + 2000)}
+    d = Drawing(names=tuple(map(str, range(n))), labels=(-1,) * n, positions=(None,) * n,
+                edges=tuple(sorted(pairs)))
+    labels = workspace_module._community_labels(d)
+    assert len(labels) == n and max(labels) <= MAX_LABEL and max(labels) >= 0
