@@ -51,11 +51,8 @@ import datetime
 import json
 import os
 import re
-import socket
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 import urllib.parse
 import urllib.request
@@ -67,12 +64,16 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(HERE))
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
-from common import machine_info, print_table, versions  # noqa: E402
+from common import (  # noqa: E402
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    AppServer,
+    machine_info,
+    playwright_or_exit,
+    print_table,
+    versions,
+)
 
-CHROMIUM = Path(os.environ.get("EXPLORER_CHROMIUM", "/usr/bin/chromium"))
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                 "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
 WIDTH = 1400
 
 # The Kipf & Welling GCN on Cora, as link parameters (explorer/links.py names).
@@ -262,84 +263,6 @@ def cpus() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not Linux
         return os.cpu_count() or 0
-
-
-# ----------------------------------------------------------------- server
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    """``streamlit run streamlit_app.py`` on a free port of 127.0.0.1; its log
-    goes to a temporary file (its tail is printed if it fails)."""
-
-    def __init__(self):
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        fd, name = tempfile.mkstemp(prefix="bench_cora_ui_", suffix=".log")
-        os.close(fd)
-        self.log = Path(name)
-        cmd = [sys.executable, "-m", "streamlit", "run", "streamlit_app.py",
-               "--server.headless", "true", "--server.address", "127.0.0.1",
-               "--server.port", str(self.port), "--browser.gatherUsageStats", "false",
-               "--server.fileWatcherType", "none"]
-        env = dict(os.environ, JAX_PLATFORMS="cpu")
-        env.pop("JAX_DISABLE_MOST_OPTIMIZATIONS", None)  # the app as users run it
-        with open(self.log, "w") as out:
-            self.started = time.perf_counter()
-            self.proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out,
-                                         stderr=subprocess.STDOUT)
-
-    def wait_healthy(self, timeout_s: float = HEALTH_TIMEOUT_S) -> float:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"streamlit exited with {self.proc.returncode}:\n"
-                                   f"{self.tail()}")
-            try:
-                with urllib.request.urlopen(f"{self.url}/_stcore/health", timeout=2) as r:
-                    if r.read().decode().strip() == "ok":
-                        return time.perf_counter() - self.started
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"streamlit not healthy after {timeout_s} s:\n{self.tail()}")
-            time.sleep(0.05)
-
-    def tail(self, chars: int = 3000) -> str:
-        try:
-            return self.log.read_text(errors="replace")[-chars:]
-        except OSError:
-            return "(no log)"
-
-    def tracebacks(self) -> list[str]:
-        """Every traceback in the server log (exceptions the app logged, e.g. a
-        panel that hit an error), whole, up to its exception line."""
-        try:
-            lines = self.log.read_text(errors="replace").splitlines()
-        except OSError:
-            return []
-        found = []
-        for i, line in enumerate(lines):
-            if line.startswith("Traceback"):
-                for j, later in enumerate(lines[i + 1:], i + 1):
-                    if later and not later.startswith((" ", "Traceback")):
-                        found.append("\n".join(lines[i:j + 1])[-6000:])
-                        break
-        return found
-
-    def stop(self) -> None:
-        """Stop the server by its PID (terminate, then kill), and drop the log."""
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=15)
-        self.log.unlink(missing_ok=True)
 
 
 # ----------------------------------------------------------------- round
@@ -687,12 +610,7 @@ def main() -> None:
     parser.add_argument("--shots", type=Path, default=None,
                         help="save screenshots here (open, done, and on a timeout)")
     args = parser.parse_args()
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        raise SystemExit("playwright is not installed") from None
-    if not CHROMIUM.exists():
-        raise SystemExit(f"no Chromium at {CHROMIUM} (set EXPLORER_CHROMIUM)")
+    sync_playwright = playwright_or_exit()
     check_link()
 
     info = machine_info()
@@ -705,10 +623,10 @@ def main() -> None:
     query = urllib.parse.urlencode(LINK, safe=",")
     wall = time.perf_counter()
     results: list[dict] = []
-    server = Server()
+    server = AppServer(name="bench_cora_ui")
     problems: list[str] = []
     try:
-        health = server.wait_healthy()
+        health = server.wait_healthy(HEALTH_TIMEOUT_S)
         url = f"{server.url}/?{query}"
         click_url = f"{server.url}/?" + urllib.parse.urlencode(
             {**LINK, "epochs": str(CLICK_STEPS)}, safe=",")

@@ -44,25 +44,26 @@ import argparse
 import datetime
 import json
 import os
-import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 
-from common import machine_info, print_table, versions  # noqa: E402
+from common import (  # noqa: E402
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    AppServer,
+    machine_info,
+    playwright_or_exit,
+    print_table,
+    versions,
+)
 
-CHROMIUM = Path(os.environ.get("EXPLORER_CHROMIUM", "/usr/bin/chromium"))
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                 "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
 # Cora with its word features (2,708 nodes, 1,433 features): a run that is worth
 # freeing. Enough steps that a cycle never reaches the end.
 LINK = ("graph=cora&features=file&layers=gcn-16,gcn-16&dropout=0.5&learning_rate=0.01"
@@ -143,73 +144,6 @@ class Sampler(threading.Thread):
     def peak(self, phases=None) -> float:
         vals = [mb for _, mb, ph in self.samples if phases is None or ph in phases]
         return max(vals) if vals else float("nan")
-
-
-# ----------------------------------------------------------------- server
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    """``streamlit run streamlit_app.py`` on a free port of 127.0.0.1; its log
-    goes to a temporary file."""
-
-    def __init__(self, extra: list[str]):
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        fd, name = tempfile.mkstemp(prefix="bench_soak_", suffix=".log")
-        os.close(fd)
-        self.log = Path(name)
-        cmd = [sys.executable, "-m", "streamlit", "run", "streamlit_app.py",
-               "--server.headless", "true", "--server.address", "127.0.0.1",
-               "--server.port", str(self.port), "--browser.gatherUsageStats", "false",
-               "--server.fileWatcherType", "none", *extra]
-        env = dict(os.environ, JAX_PLATFORMS="cpu")
-        env.pop("JAX_DISABLE_MOST_OPTIMIZATIONS", None)  # the app as users run it
-        with open(self.log, "w") as out:
-            self.proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out,
-                                         stderr=subprocess.STDOUT)
-
-    def wait_healthy(self, timeout_s: float = HEALTH_TIMEOUT_S) -> None:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"streamlit exited with {self.proc.returncode}:\n"
-                                   f"{self.tail()}")
-            try:
-                with urllib.request.urlopen(f"{self.url}/_stcore/health", timeout=2) as r:
-                    if r.read().decode().strip() == "ok":
-                        return
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"streamlit not healthy after {timeout_s} s:\n{self.tail()}")
-            time.sleep(0.1)
-
-    def tail(self, chars: int = 3000) -> str:
-        try:
-            return self.log.read_text(errors="replace")[-chars:]
-        except OSError:
-            return "(no log)"
-
-    def tracebacks(self) -> int:
-        try:
-            return self.log.read_text(errors="replace").count("Traceback")
-        except OSError:
-            return 0
-
-    def stop(self) -> None:
-        """Stop the server by its PID (terminate, then kill), and drop the log."""
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=15)
-        self.log.unlink(missing_ok=True)
 
 
 # ---------------------------------------------------------------- session
@@ -306,12 +240,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = parser.parse_args()
     after = sorted(float(x) for x in args.after.split(",") if x.strip())
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        raise SystemExit("playwright is not installed") from None
-    if not CHROMIUM.exists():
-        raise SystemExit(f"no Chromium at {CHROMIUM} (set EXPLORER_CHROMIUM)")
+    sync_playwright = playwright_or_exit()
 
     info = machine_info()
     vers = versions(["streamlit", "playwright", "jax", "jaxlib", "flax"])
@@ -330,14 +259,14 @@ def main() -> None:
           f"of training, Reset; link ?{args.link}; disconnected sessions kept {ttl} s",
           flush=True)
 
-    server = Server(extra)
+    server = AppServer(extra, name="bench_soak")
     sampler = Sampler(server.proc.pid)
     figures: dict[str, float] = {}
     per_session: list[dict] = []
     problems: list[str] = []
     wall = time.monotonic()
     try:
-        server.wait_healthy()
+        server.wait_healthy(HEALTH_TIMEOUT_S)
         sampler.start()
         time.sleep(1.0)
         figures["server idle"] = sampler.now()
@@ -396,7 +325,7 @@ def main() -> None:
             print(f"  {key}: {fmt(figures[key])} MB", flush=True)
     finally:
         sampler.halt.set()
-        tracebacks = server.tracebacks()
+        tracebacks = len(server.tracebacks())
         server.stop()
     figures["peak"] = sampler.peak()
     figures["peak while sessions ran"] = sampler.peak(

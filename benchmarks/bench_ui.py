@@ -32,28 +32,28 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import socket
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
-from common import REPO, machine_info, print_table, versions  # noqa: E402
+from common import (  # noqa: E402
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    AppServer,
+    machine_info,
+    playwright_or_exit,
+    print_table,
+    versions,
+)
 
 from explorer.config import JIT_MODES, RunConfig  # noqa: E402
 from explorer.workspace import Workspace  # noqa: E402
 
-CHROMIUM = Path(os.environ.get("EXPLORER_CHROMIUM", "/usr/bin/chromium"))
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                 "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
 VIEWPORT = {"width": 1500, "height": 2600}
 STEPS_PER_PLAY = 100_000  # the most the sidebar allows: Play never finishes
 TIMEOUT_MS = 120_000
@@ -117,60 +117,8 @@ def headless(mode: str, seconds: float, warmup: float) -> dict:
 
 
 # ----------------------------------------------------------------------- UI
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    """``streamlit run streamlit_app.py`` (plus ``options``) on a free port;
-    ``started`` is the ``perf_counter`` time just before the process was created."""
-
-    def __init__(self, options: list[str]):
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        fd, name = tempfile.mkstemp(prefix="bench_ui_", suffix=".log")
-        os.close(fd)
-        self.log = Path(name)
-        cmd = [sys.executable, "-m", "streamlit", "run", "streamlit_app.py",
-               "--server.headless", "true", "--server.address", "127.0.0.1",
-               "--server.port", str(self.port), "--browser.gatherUsageStats", "false",
-               "--server.fileWatcherType", "none", *options]
-        env = dict(os.environ, JAX_PLATFORMS="cpu")
-        with open(self.log, "w") as out:
-            self.started = time.perf_counter()
-            self.proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out,
-                                         stderr=subprocess.STDOUT)
-
-    def wait_healthy(self, timeout_s: float = 60) -> float:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"streamlit exited: {self.log.read_text()[-2000:]}")
-            try:
-                with urllib.request.urlopen(f"{self.url}/_stcore/health", timeout=2) as r:
-                    if r.read().decode().strip() == "ok":
-                        return time.perf_counter() - self.started
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"streamlit not healthy after {timeout_s} s")
-            time.sleep(0.05)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=15)
-        self.log.unlink(missing_ok=True)
-
-
 def ui(browser, mode: str, seconds: float, warmup: float, options: list[str]) -> dict:
-    server = Server(options)
+    server = AppServer(options, name="bench_ui")
     context = None
     try:
         health = server.wait_healthy()
@@ -241,12 +189,7 @@ def main() -> None:
         if m not in JIT_MODES:
             raise SystemExit(f"unknown mode {m!r}; choose from {', '.join(JIT_MODES)}")
     servers = list(SERVERS) if args.compare_gc else ["default"]
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        raise SystemExit("playwright is not installed") from None
-    if not CHROMIUM.exists():
-        raise SystemExit(f"no Chromium at {CHROMIUM} (set EXPLORER_CHROMIUM)")
+    sync_playwright = playwright_or_exit()
 
     info = machine_info()
     print(f"machine: {info['cpu']}, {info['cores']} cores, {info['memory']}; "

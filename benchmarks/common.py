@@ -1,4 +1,5 @@
-"""Shared helpers for the benchmarks: the graphs, timing and table printing.
+"""Shared helpers for the benchmarks: the graphs, timing, table printing and
+the app server the browser benchmarks start.
 
 Benchmark-only code; the library (``gnncore``) never imports it.
 """
@@ -7,8 +8,13 @@ from __future__ import annotations
 
 import os
 import platform
+import socket
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -164,3 +170,103 @@ def versions(mods: list[str]) -> dict[str, str]:
         except md.PackageNotFoundError:
             out[m] = "not installed"
     return out
+
+
+# ------------------------------------------------------------- app server
+#: Debian's Chromium (never a downloaded browser) and the flags that work here
+CHROMIUM = Path(os.environ.get("EXPLORER_CHROMIUM", "/usr/bin/chromium"))
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+
+
+def playwright_or_exit():
+    """``sync_playwright``, or exit with a message when Playwright or the
+    browser is missing."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        raise SystemExit("playwright is not installed") from None
+    if not CHROMIUM.exists():
+        raise SystemExit(f"no Chromium at {CHROMIUM} (set EXPLORER_CHROMIUM)")
+    return sync_playwright
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class AppServer:
+    """``streamlit run streamlit_app.py`` (plus ``options``) on a free port of
+    127.0.0.1, as users run it; its log goes to a temporary file (its tail is
+    printed if it fails). ``started`` is the ``perf_counter`` time just before
+    the process was created."""
+
+    def __init__(self, options: list[str] = (), *, name: str = "bench"):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        fd, path = tempfile.mkstemp(prefix=f"{name}_", suffix=".log")
+        os.close(fd)
+        self.log = Path(path)
+        cmd = [sys.executable, "-m", "streamlit", "run", "streamlit_app.py",
+               "--server.headless", "true", "--server.address", "127.0.0.1",
+               "--server.port", str(self.port), "--browser.gatherUsageStats", "false",
+               "--server.fileWatcherType", "none", *options]
+        env = dict(os.environ, JAX_PLATFORMS="cpu")
+        env.pop("JAX_DISABLE_MOST_OPTIMIZATIONS", None)  # the app as users run it
+        with open(self.log, "w") as out:
+            self.started = time.perf_counter()
+            self.proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out,
+                                         stderr=subprocess.STDOUT)
+
+    def wait_healthy(self, timeout_s: float = 90) -> float:
+        """Seconds from the process start to ``/_stcore/health`` saying ok."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"streamlit exited with {self.proc.returncode}:\n"
+                                   f"{self.tail()}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/_stcore/health", timeout=2) as r:
+                    if r.read().decode().strip() == "ok":
+                        return time.perf_counter() - self.started
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"streamlit not healthy after {timeout_s} s:\n{self.tail()}")
+            time.sleep(0.05)
+
+    def tail(self, chars: int = 3000) -> str:
+        try:
+            return self.log.read_text(errors="replace")[-chars:]
+        except OSError:
+            return "(no log)"
+
+    def tracebacks(self) -> list[str]:
+        """Every traceback in the server log (exceptions the app logged, e.g. a
+        panel that hit an error), whole, up to its exception line."""
+        try:
+            lines = self.log.read_text(errors="replace").splitlines()
+        except OSError:
+            return []
+        found = []
+        for i, line in enumerate(lines):
+            if line.startswith("Traceback"):
+                for j, later in enumerate(lines[i + 1:], i + 1):
+                    if later and not later.startswith((" ", "Traceback")):
+                        found.append("\n".join(lines[i:j + 1])[-6000:])
+                        break
+        return found
+
+    def stop(self) -> None:
+        """Stop the server by its PID (terminate, then kill), and drop the log."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=15)
+        self.log.unlink(missing_ok=True)
