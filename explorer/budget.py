@@ -15,7 +15,8 @@ from __future__ import annotations
 import dataclasses
 
 from explorer.config import RunConfig
-from gnncore.models import HEADED
+from explorer.engine.recipe import uses_head
+from gnncore import CONV_TYPES
 
 __all__ = ["MAX_ACTIVATIONS", "MAX_PARAMS", "Estimate", "check", "estimate"]
 
@@ -54,27 +55,28 @@ def estimate(config: RunConfig, *, nodes: int, edges: int, in_features: int,
     """The run's size for a graph of ``nodes`` nodes and ``edges`` directed
     edges (self loops are added: counted here), ``in_features`` input columns
     and ``classes`` output classes (a dataset: every graph of the batch)."""
-    node_task = config.task == "node"
-    out_layer = len(config.layers) - 1 if node_task and not config.head else None
+    head = uses_head(config)
+    out_layer = None if head else len(config.layers) - 1
     params = activations = 0
     largest, largest_acts = (0, config.layers[0].kind, 0, 1), -1
     width_in = in_features
     loops = edges + nodes
     for i, layer in enumerate(config.layers):
-        heads = int(layer.options.get("heads", 1)) if layer.kind in HEADED else 1
+        has_heads = CONV_TYPES[layer.kind].has_heads
+        heads = int(layer.options.get("heads", 1)) if has_heads else 1
         # the output layer has one column per class and head (its heads are averaged)
         columns = classes * heads if i == out_layer else layer.width
         params += _WEIGHTS.get(layer.kind, 4) * width_in * columns + 5 * columns  # + biases
         acts = _NODE_COPIES * nodes * columns
         if layer.kind in _GATHERED or layer.options.get("aggr") in ("max", "min"):
             acts += loops * columns
-        if layer.kind in HEADED:
+        if has_heads:
             acts += 3 * loops * heads  # attention scores, their softmax, dropout
         activations += acts
         if acts > largest_acts:
             largest, largest_acts = (i, layer.kind, layer.width, heads), acts
         width_in = classes if i == out_layer else layer.width
-    if config.head or not node_task:
+    if head:
         params += width_in * classes + classes
         activations += nodes * width_in + nodes * classes
     return Estimate(params, activations, largest)

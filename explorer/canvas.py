@@ -141,7 +141,7 @@ def payload(ws: Workspace, view: CanvasView, *, colours: Sequence[str],
 
 
 def canvas_editable(ws: Workspace) -> tuple[bool, str]:
-    if ws.task == "graph":
+    if not ws.task.editable:
         return False, "a dataset graph is shown, not edited"
     return True, ""
 
@@ -215,8 +215,9 @@ def _apply(ws: Workspace, event: Mapping) -> None:
         return
     if kind not in EVENT_TYPES:
         raise ValueError(f"canvas: unknown event {str(kind)[:20]!r} ignored")
-    if ws.task == "graph":
-        raise ValueError("a dataset graph is shown, not edited")
+    editable, why = canvas_editable(ws)
+    if not editable:
+        raise ValueError(why)
     if kind == "add_node":
         i = ws.add_node(position=_point(event))
         ws.select([i])

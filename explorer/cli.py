@@ -16,12 +16,14 @@ import json
 import sys
 from pathlib import Path
 
-from explorer.config import JIT_MODES, OPTIMIZERS, LayerConfig, RunConfig
-from explorer.engine import Run, TrainingStopped
+from explorer.config import LayerConfig, RunConfig
+from explorer.engine import MODES, Run, TrainingStopped, task_for
+from explorer.engine.recipe import OPTIMIZERS
 from explorer.export import script_for
 from explorer.graphio import GraphFileError, load_graph_file
 from explorer.race import race
-from explorer.sources import FEATURES, GRAPH_FEATURES, GRAPH_TASKS, PRESETS
+from explorer.sources import FEATURES, GRAPH_TASKS, PRESETS
+from gnncore import NORMS
 
 MAX_CONFIG_BYTES = 64 * 1024
 
@@ -63,16 +65,16 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--features", choices=FEATURES,
                        help="node features (default: the preset's own: 'file' for cora and "
                             "citeseer, 'one_hot' otherwise)")
-        p.add_argument("--mode", choices=list(JIT_MODES))
+        p.add_argument("--mode", choices=list(MODES))
         p.add_argument("--epochs", type=int)
         p.add_argument("--seed", type=int)
         p.add_argument("--layers", type=_layers, help="e.g. gcn:16,gat:8")
-        p.add_argument("--optimizer", choices=OPTIMIZERS)
+        p.add_argument("--optimizer", choices=tuple(OPTIMIZERS))
         p.add_argument("--lr", dest="learning_rate", type=float)
         p.add_argument("--weight-decay", type=float)
         p.add_argument("--dropout", type=float)
         p.add_argument("--batch-norm", action=argparse.BooleanOptionalAction, default=None)
-        p.add_argument("--norm", choices=("batch", "layer", "graph"))
+        p.add_argument("--norm", choices=tuple(NORMS))
         p.add_argument("--pool", choices=("mean", "sum", "max", "min"),
                        help="readout of a graph-classification dataset")
         p.add_argument("--bucket-padding", action=argparse.BooleanOptionalAction,
@@ -133,10 +135,9 @@ def _config(args) -> RunConfig | None:
                 "optimizer", "learning_rate", "weight_decay", "dropout", "batch_norm",
                 "bucket_padding", "norm", "pool")
                if getattr(args, name) is not None}
-    if (changes.get("graph") in GRAPH_TASKS and "features" not in changes
-            and config.features not in GRAPH_FEATURES):
-        changes["features"] = "degree_one_hot"  # node ids mean nothing across graphs
     graph = changes.get("graph", config.graph)
+    if "graph" in changes and "features" not in changes:
+        changes["features"] = task_for(graph).usable_features(config.features)
     if graph in PRESETS and "features" not in changes and "features" not in from_file:
         changes["features"] = PRESETS[graph].default_features  # cora: its word features
     return RunConfig.from_dict({**config.to_dict(), **_plain(changes)})

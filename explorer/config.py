@@ -10,27 +10,15 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from explorer.sources import FEATURES, GRAPH_FEATURES, GRAPH_TASKS, PRESETS
-from gnncore import ACTIVATIONS, CONV_TYPES
+from explorer.sources import FEATURES, GRAPH_TASKS, PRESETS
+from gnncore import ACTIVATIONS, CONV_TYPES, NORMS, POOLS
 
-__all__ = ["JIT_MODES", "LIMITS", "Bound", "LayerConfig", "OPTIMIZERS", "RunConfig"]
+if TYPE_CHECKING:
+    from explorer.engine.tasks import Task
 
-#: The five ways the engine can run a training step, with a one-line lesson each.
-JIT_MODES = {
-    "eager": "No compilation: every operation is dispatched one at a time.",
-    "nnx.jit": "The step wrapped in nnx.jit: NNX state updates propagate out.",
-    "jax.jit": "The same mutating step under plain jax.jit: updates are silently lost "
-               "(frozen training).",
-    "functional": "nnx.split once, a jax.jit step that merges, updates and returns the "
-                  "state, threaded by the loop.",
-    "cached_partial": "nnx.cached_partial over an nnx.jit step: graph traversal cached "
-                      "across calls.",
-}
-
-OPTIMIZERS = ("adam", "adamw", "sgd")
-
+__all__ = ["LIMITS", "Bound", "LayerConfig", "RunConfig"]
 
 @dataclasses.dataclass(frozen=True)
 class Bound:
@@ -109,7 +97,7 @@ class RunConfig:
         activation, dropout, batch_norm, residual, head: see ``gnncore.GNN``.
         optimizer: ``adam``, ``adamw`` or ``sgd``; ``learning_rate``,
             ``weight_decay``.
-        mode: one of :data:`JIT_MODES`.
+        mode: one of ``explorer.engine.STEPPERS``.
         seed: initial weights, dropout stream and split.
         epochs: training steps of a full run.
         train_per_class: labelled training nodes per class.
@@ -140,21 +128,25 @@ class RunConfig:
     norm: str = "batch"
 
     @property
-    def task(self) -> str:
-        """``node`` or ``graph`` classification."""
-        return "graph" if self.graph in GRAPH_TASKS else "node"
+    def task(self) -> type[Task]:
+        """What is classified: ``explorer.engine.NodeTask`` (the nodes of one
+        graph) or ``GraphTask`` (the graphs of a dataset)."""
+        from explorer.engine.tasks import task_for  # the engine imports this module
+
+        return task_for(self.graph)
 
     def __post_init__(self):
+        from explorer.engine.recipe import OPTIMIZERS
+        from explorer.engine.steppers import STEPPERS
+
         _check(self.graph in PRESETS or self.graph in GRAPH_TASKS, "graph",
                f"choose one of {sorted(PRESETS)} or a dataset {sorted(GRAPH_TASKS)}")
         _check(self.features in FEATURES, "features", f"choose one of {FEATURES}")
-        if self.task == "graph":
-            _check(self.features in GRAPH_FEATURES, "features",
-                   f"a graph-classification dataset needs one of {GRAPH_FEATURES}")
-        _check(self.pool in ("mean", "sum", "max", "min"), "pool",
-               "choose one of ('mean', 'sum', 'max', 'min')")
-        _check(self.norm in ("batch", "layer", "graph"), "norm",
-               "choose one of ('batch', 'layer', 'graph')")
+        kinds = self.task.feature_kinds
+        _check(self.features in kinds, "features",
+               f"a {self.task.kind}-classification task needs one of {kinds}")
+        _check(self.pool in POOLS, "pool", f"choose one of {tuple(POOLS)}")
+        _check(self.norm in NORMS, "norm", f"choose one of {tuple(NORMS)}")
         count = LIMITS["layers"]
         _check(isinstance(self.layers, tuple) and count.contains(len(self.layers)), "layers",
                f"needs {count.low} to {count.high} layers")
@@ -167,8 +159,8 @@ class RunConfig:
                 _in_limits(f"layers[{i}].heads", layer.options["heads"], "heads")
         _check(self.activation in ACTIVATIONS, "activation",
                f"choose one of {sorted(ACTIVATIONS)}")
-        _check(self.optimizer in OPTIMIZERS, "optimizer", f"choose one of {OPTIMIZERS}")
-        _check(self.mode in JIT_MODES, "mode", f"choose one of {list(JIT_MODES)}")
+        _check(self.optimizer in OPTIMIZERS, "optimizer", f"choose one of {tuple(OPTIMIZERS)}")
+        _check(self.mode in STEPPERS, "mode", f"choose one of {list(STEPPERS)}")
         for name in ("difficulty", "dropout", "learning_rate", "weight_decay", "seed",
                      "epochs", "train_per_class"):
             _in_limits(name, getattr(self, name), name)

@@ -16,16 +16,20 @@ bytes in base64, decoded with the standard library and ``jnp.frombuffer``.
 from __future__ import annotations
 
 import base64
+import inspect
 import json
 import textwrap
 import zlib
 
 import numpy as np
 
-from explorer.config import JIT_MODES, RunConfig
-from explorer.sources import GRAPH_TASKS, load_graph, load_graph_dataset, split_graphs
+from explorer.config import RunConfig
+from explorer.engine import recipe
+from explorer.engine.inputs import EvalTargets, StepInputs
+from explorer.engine.steppers import STEPPERS, Stepper
+from explorer.engine.tasks import GraphTask
+from explorer.sources import GRAPH_TASKS
 from gnncore import Graph
-from gnncore.models import HEADED
 
 __all__ = ["LITERAL_LIMIT", "MAX_SCRIPT_BYTES", "script_for"]
 
@@ -50,25 +54,21 @@ def script_for(config: RunConfig, graph: Graph | None = None, *,
     Raises ``ValueError`` when the graph cannot be trained (no labels or train
     mask, no features) or the script would exceed :data:`MAX_SCRIPT_BYTES`.
     """
-    if config.task == "graph":
-        if graph is not None:
-            raise ValueError(f"{config.graph!r} is a graph-classification dataset: "
-                             "it takes no graph")
-        data = _dataset_section(config)
-        name = config.graph
-        source = "graph-classification dataset"
+    kind = config.task
+    if kind.pooled:
+        data = _dataset_section(config, kind.load(config, graph))  # a dataset takes no graph
+        name, source = config.graph, "graph-classification dataset"
     else:
+        name, source = config.graph, "preset"
         if graph is None:
-            graph = load_graph(config.graph, features=config.features, seed=config.seed,
-                               train_per_class=config.train_per_class,
-                               difficulty=config.difficulty)
-            name, source = config.graph, "preset"
+            graph = kind.load(config).graph
         else:
             name, source = graph_name or "custom", "drawn or uploaded graph"
         data = _node_section(config, graph)
+    stepper = STEPPERS[config.mode]
     parts = [_header(config, name, source, data), _imports(config, data), _settings(config, name),
-             data.text, _model_section(config, data), _step_section(config),
-             _loop_section(config)]
+             _source(StepInputs, EvalTargets), data.text, _model_section(config, data),
+             _step_section(stepper), _loop_section(stepper)]
     text = "\n\n\n".join(p.strip("\n") for p in parts) + "\n"
     size = len(text.encode("utf-8"))
     if size > MAX_SCRIPT_BYTES:
@@ -80,9 +80,11 @@ def script_for(config: RunConfig, graph: Graph | None = None, *,
 class _Data:
     """The data section of a script and what the rest of it needs to know."""
 
-    def __init__(self, text: str, *, summary: str, num_classes: int, compact: bool):
+    def __init__(self, text: str, *, summary: str, num_classes: int, compact: bool,
+                 names: tuple[str, ...]):
         self.text, self.summary = text, summary
         self.num_classes, self.compact = num_classes, compact
+        self.names = names  # what the section imports from gnncore
 
 
 def _too_big(size: int) -> str:
@@ -198,11 +200,11 @@ def _header(config: RunConfig, name: str, source: str, data: _Data) -> str:
         extras.append(f"{config.norm} norm")
     if config.residual:
         extras.append("residual connections")
-    if config.head or config.task == "graph":
+    if recipe.uses_head(config):
         extras.append("linear head")
-    if config.task == "graph":
+    if config.task.pooled:
         extras.append(f"{config.pool} pooling")
-    if config.bucket_padding and config.task == "node":
+    if config.bucket_padding and config.task.editable:
         extras.append("bucket padding")
     config_json = textwrap.fill(json.dumps(config.to_dict(), sort_keys=True), width=_WIDTH - 4,
                                 initial_indent="    ", subsequent_indent="    ",
@@ -210,7 +212,7 @@ def _header(config: RunConfig, name: str, source: str, data: _Data) -> str:
     note = ("" if source != "drawn or uploaded graph" else
             " (its graph fields describe the preset the graph\nreplaced; the script embeds "
             "the drawn or uploaded graph itself)")
-    lesson = textwrap.fill(f"{config.mode}: {JIT_MODES[config.mode]}", width=_WIDTH - 14,
+    lesson = textwrap.fill(f"{config.mode}: {STEPPERS[config.mode].summary}", width=_WIDTH - 14,
                            subsequent_indent=" " * 14)
     doc = f'''\
 Reproduce a GNN JIT Explorer run: {config.mode} mode on {name!r} ({source}).
@@ -222,7 +224,7 @@ of GNN JIT Explorer next to this script, or its parent folder on PYTHONPATH).
 
     graph:    {name} ({source})
               {data.summary}
-    task:     {"classify whole graphs" if config.task == "graph" else "classify nodes"}
+    task:     classify {config.task.unit}
     layers:   {layers}{" + " + ", ".join(extras) if extras else ""}
     training: {config.optimizer}, learning rate {config.learning_rate}, weight decay \
 {config.weight_decay}, {config.epochs} steps
@@ -247,17 +249,20 @@ The full run configuration{note}:
 
 
 def _imports(config: RunConfig, data: _Data) -> str:
-    stdlib = ["argparse", "math", "time"]
+    stdlib = ["argparse", "dataclasses", "math", "time"]
     if data.compact:
-        stdlib = ["argparse", "array", "base64", "math", "sys", "time", "zlib"]
-    names = ["GNN", "ConvSpec", "Graph"]
-    if config.task == "graph":
-        names = ["GNN", "Batch", "ConvSpec", "Graph"]
-    elif config.bucket_padding:
-        names.append("bucket_size")
-    return ("\n".join(f"import {m}" for m in stdlib) + "\nfrom typing import NamedTuple\n\n"
+        stdlib += ["array", "base64", "sys", "zlib"]
+    names = sorted({"GNN", "ConvSpec", *data.names}, key=str.lower)
+    return ("\n".join(f"import {m}" for m in sorted(stdlib)) + "\nfrom typing import NamedTuple\n\n"
             "import jax\nimport jax.numpy as jnp\nimport optax\nfrom flax import nnx\n\n"
             f"from gnncore import {', '.join(names)}")
+
+
+def _source(*objects) -> str:
+    """The engine's own code for ``objects`` (functions or classes), with the
+    comment block above each, as an exported script contains it."""
+    return "\n\n\n".join((inspect.getcomments(o) or "") + inspect.getsource(o).rstrip()
+                          for o in objects)
 
 
 def _settings(config: RunConfig, name: str) -> str:
@@ -377,37 +382,21 @@ node_mask = jnp.array([i < graph.num_nodes for i in range(padded.num_nodes)])"""
         out.append("""\
 padded = graph  # no bucket padding: the step sees the graph's exact shapes
 node_mask = jnp.array([True] * graph.num_nodes)  # every node is real""")
-    out.append('''\
-
-class StepInputs(NamedTuple):
-    """Everything the training step reads: a pytree whose arrays jit traces."""
-
-    x: jax.Array  # node features [nodes, features]
-    adj: object  # the edges: a gnncore Adjacency (sorted, with CSR pointers)
-    edge_weight: object  # one weight per edge, or None
-    y: jax.Array  # node labels (-1: unlabelled)
-    train_mask: jax.Array  # the nodes in the loss
-    node_mask: jax.Array  # real nodes (False on padding)
-
-
+    out.append("""\
 inputs = StepInputs(padded.x, padded.adj, padded.edge_weight, padded.y, padded.train_mask,
                     node_mask)
-
 # for the accuracies: the real nodes' labels and splits
-NUM_TARGETS = graph.num_nodes
-labels = graph.y
-splits = (graph.train_mask, graph.val_mask, graph.test_mask)''')
+targets = EvalTargets(graph.y, graph.train_mask, graph.val_mask, graph.test_mask)""")
     ew_text = "" if ew is None else ", weighted"
     summary = (f"{n} nodes, {e} directed edges{ew_text}, {x.shape[1]} features, "
                f"{classes} classes")
-    return _Data("\n\n".join(out), summary=summary, num_classes=classes, compact=compact)
+    names = ("Graph", "bucket_size") if config.bucket_padding else ("Graph",)
+    return _Data("\n\n".join(out), summary=summary, num_classes=classes, compact=compact,
+                 names=names)
 
 
-def _dataset_section(config: RunConfig) -> _Data:
-    graphs, labels = load_graph_dataset(config.graph, features=config.features,
-                                        seed=config.seed)
-    split = split_graphs(len(graphs), config.seed)
-    classes = max(int(labels.max()) + 1, 2)
+def _dataset_section(config: RunConfig, task: GraphTask) -> _Data:
+    graphs, labels, split, classes = task.graphs, task.labels, task.split, task.num_classes
     entries = []
     for i, g in enumerate(graphs):
         ei = np.asarray(g.edge_index).reshape(2, -1)
@@ -441,61 +430,41 @@ graphs = [Graph.from_arrays([[s for s, _ in edges], [t for _, t in edges]], feat
 # sizes. Padding nodes form one extra "padding graph"; the graph slots after the
 # real graphs have label -1 and are masked out of the loss.
 data = Batch.from_graphs(graphs, GRAPH_LABELS)
-NUM_GRAPHS = data.num_graphs  # static: the number of segments pooling reduces to
-
-
-class StepInputs(NamedTuple):
-    """Everything the training step reads: a pytree whose arrays jit traces."""
-
-    x: jax.Array  # node features of the union [nodes, features]
-    adj: object  # the edges: a gnncore Adjacency (sorted, with CSR pointers)
-    edge_weight: object  # one weight per edge, or None
-    y: jax.Array  # graph labels, one per graph slot (-1: padding)
-    train_mask: jax.Array  # the graph slots in the loss
-    node_mask: jax.Array  # real nodes (False on padding)
-    batch: jax.Array  # the graph each node belongs to
-
-
 inputs = StepInputs(data.x, data.adj, data.edge_weight, data.y,
-                    jnp.array(mask(TRAIN_GRAPHS, NUM_GRAPHS)), data.node_mask, data.batch)
-
+                    jnp.array(mask(TRAIN_GRAPHS, data.num_graphs)), data.node_mask, data.batch,
+                    data.num_graphs)
 # for the accuracies: the real graphs' labels and splits
-NUM_TARGETS = len(GRAPHS)
-labels = jnp.asarray(GRAPH_LABELS)
-splits = tuple(jnp.array(mask(s, NUM_TARGETS)) for s in (TRAIN_GRAPHS, VAL_GRAPHS, TEST_GRAPHS))''']
+targets = EvalTargets(jnp.asarray(GRAPH_LABELS), *(
+    jnp.array(mask(s, len(GRAPHS))) for s in (TRAIN_GRAPHS, VAL_GRAPHS, TEST_GRAPHS)))''']
     nodes = sum(g.num_nodes for g in graphs)
     summary = (f"{len(graphs)} graphs, {nodes} nodes in all, {width} features per node, "
                f"{classes} classes")
-    return _Data("\n\n".join(text), summary=summary, num_classes=classes, compact=False)
+    return _Data("\n\n".join(text), summary=summary, num_classes=classes, compact=False,
+                 names=("Batch", "Graph"))
 
 
 # -------------------------------------------------------------------- model
 def _model_section(config: RunConfig, data: _Data) -> str:
-    graph_task = config.task == "graph"
-    head = config.head or graph_task
-    specs = [(la.kind, la.width, dict(la.options)) for la in config.layers]
-    note = ""
-    if not head:
-        kind, _, options = specs[-1]
-        if kind in HEADED:
-            options = {**options, "concat": False}  # the output layer averages its heads
-            note = " (its attention heads averaged, not concatenated)"
-        specs[-1] = (kind, data.num_classes, options)
-    spec_lines = "\n".join(f"    ConvSpec({_str(k)}, {w}, {o!r})," for k, w, o in specs)
+    head, pooled = recipe.uses_head(config), config.task.pooled
+    specs = recipe.conv_specs(config, data.num_classes)  # the engine's output-layer rule
+    spec_lines = "\n".join(f"    ConvSpec({_str(s.kind)}, {s.out_features}, {dict(s.options)!r}),"
+                           for s in specs)
     if head:
         why = ("every conv is a hidden block; pooled per graph, then a linear head"
-               if graph_task else "every conv is a hidden block, then a linear head")
+               if pooled else "every conv is a hidden block, then a linear head")
     else:
-        why = f"the last conv outputs the {data.num_classes} classes{note}"
-    pool_args = (",\n                 batch=inputs.batch, num_graphs=NUM_GRAPHS"
-                 if graph_task else "")
+        averaged = (" (its attention heads averaged, not concatenated)"
+                    if specs[-1].options.get("concat") is False else "")
+        why = f"the last conv outputs the {data.num_classes} classes{averaged}"
     why = textwrap.fill(f"One ConvSpec per layer ({why}).", width=_WIDTH - 2,
                         initial_indent="# ", subsequent_indent="# ")
     activation = {"relu": "ReLU", "identity": "no"}.get(config.activation, config.activation)
+    norm = config.norm if config.batch_norm else None
+    optimizer = recipe.OPTIMIZERS[config.optimizer]
     return f'''\
 # ---------------------------------------------------------------- the model
 {why}
-# Hidden blocks: conv -> {"norm -> " if config.batch_norm else ""}{activation} activation\
+# Hidden blocks: conv -> {"norm -> " if norm else ""}{activation} activation\
 {" -> + residual" if config.residual else ""}{" -> dropout" if config.dropout else ""}.
 convs = [
 {spec_lines}
@@ -508,158 +477,51 @@ model = GNN(
     out_features=NUM_CLASSES,
     activation={_str(config.activation)},
     dropout={config.dropout!r},
-    batch_norm={config.batch_norm!r},
+    norm={norm and _str(norm)},
     residual={config.residual!r},
     head={head!r},
-    pool={_str(config.pool) if graph_task else None},
-    norm={_str(config.norm)},
+    pool={_str(config.pool) if pooled else None},
     rngs=rngs,
 )
-{_optimizer(config)}
+
+
+{_source(optimizer)}
+
+
+# updates the nnx.Param variables
+optimizer = nnx.Optimizer(model, {optimizer.__name__}({config.learning_rate!r}, \
+{config.weight_decay!r}), wrt=nnx.Param)
 model.train()  # training mode: dropout on, batch norm updates its statistics
 
 
-def forward(model, inputs):
-    """The logits: {"one row per graph slot (node embeddings pooled per graph)"
-                    if graph_task else "one row per node"}."""
-    return model(inputs.x, inputs.adj, inputs.edge_weight, node_mask=inputs.node_mask\
-{pool_args})
-
-
-def masked_cross_entropy(logits, labels, mask):
-    """Mean softmax cross-entropy over the targets in ``mask``."""
-    losses = optax.softmax_cross_entropy_with_integer_labels(logits, jnp.maximum(labels, 0))
-    weight = mask.astype(logits.dtype)
-    return jnp.sum(losses * weight) / jnp.maximum(jnp.sum(weight), 1.0)
-
-
-def train_step(model, optimizer, inputs):
-    """One step: the loss and its gradients on the training targets, then the
-    optimizer update, which mutates ``model`` and ``optimizer`` in place."""
-
-    def loss_fn(model):
-        return masked_cross_entropy(forward(model, inputs), inputs.y, inputs.train_mask)
-
-    loss, grads = nnx.value_and_grad(loss_fn)(model)
-    optimizer.update(model, grads)
-    return loss'''
-
-
-def _optimizer(config: RunConfig) -> str:
-    lr, wd = repr(config.learning_rate), repr(config.weight_decay)
-    if config.optimizer == "adamw":
-        tx = f"optax.adamw({lr}, weight_decay={wd})  # Adam with decoupled weight decay"
-    elif config.optimizer == "adam":
-        tx = (f"optax.chain(optax.add_decayed_weights({wd}), optax.adam({lr}))\n"
-              "# (torch-style coupled L2 weight decay, as in the GCN paper's setup)")
-    else:
-        tx = f"optax.chain(optax.add_decayed_weights({wd}), optax.sgd({lr}))"
-    return (f"tx = {tx}\n"
-            "optimizer = nnx.Optimizer(model, tx, wrt=nnx.Param)  # updates the nnx.Param "
-            "variables")
+{_source(recipe.masked_cross_entropy, recipe.forward, recipe.train_step, recipe.evaluate)}'''
 
 
 # --------------------------------------------------------------------- step
-_STEPS = {
-    "eager": '''\
-# ----------------------------------------------------- the step: eager mode
-# No compilation: every jax operation of the step is dispatched on its own, one
-# at a time, every step. Simple and easy to debug, but the slowest.
-def step(inputs):
-    return train_step(model, optimizer, inputs)''',
-    "nnx.jit": '''\
-# --------------------------------------------------- the step: nnx.jit mode
-# nnx.jit understands NNX modules: it traces the step once, compiles it with
-# XLA, and writes the updates the step makes to model and optimizer back into
-# them after every call.
-jitted_step = nnx.jit(train_step)
+def _step_section(stepper: type[Stepper]) -> str:
+    title = f" the step: {stepper.mode} mode"
+    return f'''\
+# {title:->75}
+{_source(stepper.make)}
 
 
-def step(inputs):
-    return jitted_step(model, optimizer, inputs)''',
-    "jax.jit": '''\
-# --------------------------------------------------- the step: jax.jit mode
-# THE PITFALL, kept on purpose. Plain jax.jit sees model and optimizer as
-# pytrees: inside the trace it updates *copies* of their variables, and nothing
-# flows back out. No error is raised, but after every step the model still
-# holds its initial weights (and the same dropout key): the loss never goes
-# down, training is frozen. The end of this script shows it.
-#
-# The fix: use nnx.jit instead (it propagates NNX state updates):
-#     jitted_step = nnx.jit(train_step)
-# or the functional pattern: graphdef, state = nnx.split((model, optimizer)),
-# a jax.jit step that nnx.merge's, calls train_step and returns
-# nnx.state((model, optimizer)), the loop threading the state, and
-# nnx.update((model, optimizer), state) at the end.
-jitted_step = jax.jit(train_step)
-
-
-def step(inputs):
-    return jitted_step(model, optimizer, inputs)''',
-    "cached_partial": '''\
-# -------------------------------------------- the step: cached_partial mode
-# nnx.cached_partial binds model and optimizer to an nnx.jit step once, and
-# caches the traversal of their object graph: each call skips the Python work
-# of flattening the modules, which nnx.jit otherwise repeats every call.
-step = nnx.cached_partial(nnx.jit(train_step), model, optimizer)''',
-    "functional": '''\
-# ------------------------------------------------ the step: functional mode
-# Split the modules once into a static graphdef and a pytree of arrays (state).
-# The step is a pure function under plain jax.jit: it rebuilds the modules with
-# nnx.merge, updates them, and returns the new state, which the loop threads
-# from step to step. Until nnx.update at the end, `model` itself is stale.
-graphdef, state = nnx.split((model, optimizer))
-
-
-@jax.jit
-def functional_step(state, inputs):
-    model, optimizer = nnx.merge(graphdef, state)
-    loss = train_step(model, optimizer, inputs)
-    return nnx.state((model, optimizer)), loss''',
-}
-
-
-def _step_section(config: RunConfig) -> str:
-    return _STEPS[config.mode] + '''
-
-
-@jax.jit
-def predict(model, inputs):
-    """Eval-mode logits. Plain jax.jit is safe here: this function mutates nothing."""
-    return forward(model, inputs)
-
-
-@jax.jit
-def split_accuracies(logits):
-    """The share of correct predictions in each split (train, validation, test)."""
-    pred = jnp.argmax(logits[:NUM_TARGETS], axis=-1)
-    return jnp.stack([jnp.sum((pred == labels) & m) / jnp.maximum(jnp.sum(m), 1)
-                      for m in splits])
+{stepper.script_build}
+evaluate_jitted = jax.jit(evaluate)  # pure: plain jax.jit is safe
 
 
 def accuracies(model):
-    """Train, validation and test accuracy, in eval mode (no dropout; batch norm
-    uses its running statistics)."""
+    """Train, validation and test accuracy, in eval mode."""
     model.eval()
     try:
-        logits = predict(model, inputs)
+        _, _, accuracy = evaluate_jitted(model, inputs, targets)
     finally:
         model.train()
-    return [float(a) for a in split_accuracies(logits)]'''
+    return [float(a) for a in accuracy]'''
 
 
 # --------------------------------------------------------------------- loop
-def _loop_section(config: RunConfig) -> str:
-    if config.mode == "functional":
-        call = "    state, loss = functional_step(state, inputs)\n"
-        evaluate = ("    current, _ = nnx.merge(graphdef, state)  # the modules as of this step\n"
-                    "    train_acc, val_acc, test_acc = accuracies(current)\n")
-        end = ("\n# Write the threaded state back into the modules: only now does `model`\n"
-               "# hold the trained weights.\nnnx.update((model, optimizer), state)\n")
-    else:
-        call = "    loss = step(inputs)\n"
-        evaluate = "    train_acc, val_acc, test_acc = accuracies(model)\n"
-        end = ""
+def _loop_section(stepper: type[Stepper]) -> str:
+    finish = f"\n{stepper.script_finish}\n" if stepper.script_finish else ""
     return f'''\
 # --------------------------------------------------------------------- train
 print(f"mode {{MODE}} | graph {{GRAPH_NAME}} | {{args.steps}} steps | seed {{SEED}}")
@@ -669,14 +531,16 @@ print(f"{{'step':>6}} {{'loss':>10}} {{'train':>6}} {{'val':>6}} {{'test':>6}} {
 initial = jax.tree.leaves(nnx.state(model, nnx.Param))
 for i in range(1, args.steps + 1):
     start = time.perf_counter()
-{call}    loss = float(loss)  # waits for the step to finish
+    {stepper.script_call}
+    loss = float(loss)  # waits for the step to finish
     ms = 1e3 * (time.perf_counter() - start)
     if not math.isfinite(loss):
         print(f"stopped: loss became {{loss}} at step {{i}} (lower the learning rate)")
         break
-{evaluate}    print(f"{{i:>6}} {{loss:>10.6f}} {{train_acc:>6.2f}} {{val_acc:>6.2f}} "
+    train_acc, val_acc, test_acc = accuracies({stepper.script_model})
+    print(f"{{i:>6}} {{loss:>10.6f}} {{train_acc:>6.2f}} {{val_acc:>6.2f}} "
           f"{{test_acc:>6.2f}} {{ms:>9.2f}}")
-{end}
+{finish}
 final = jax.tree.leaves(nnx.state(model, nnx.Param))
 changed = sum(not bool(jnp.array_equal(a, b)) for a, b in zip(initial, final))
 print(f"parameters changed: {{changed}} of {{len(final)}}")

@@ -235,7 +235,7 @@ def _bn_pitfall(lesson, run):
     return _bn_outcome(_trained(lesson, lesson.setup, run), "jax.jit (the pitfall)",
                        "# BatchNorm's running stats are updated\n"
                        "# in place by every training call\n"
-                       "model = GNN(..., batch_norm=True, rngs=rngs)\n\n"
+                       "model = GNN(..., norm=\"batch\", rngs=rngs)\n\n"
                        + _JAX_JIT_CODE.replace("updates a traced copy of the state...",
                                                "params and stats of a traced copy..."))
 
@@ -244,7 +244,7 @@ def _bn_fix(lesson, run):
     return _bn_outcome(_trained(lesson, lesson.fix_setup, run), "nnx.jit (the fix)",
                        "# BatchNorm's running stats are updated\n"
                        "# in place by every training call\n"
-                       "model = GNN(..., batch_norm=True, rngs=rngs)\n\n"
+                       "model = GNN(..., norm=\"batch\", rngs=rngs)\n\n"
                        + _NNX_JIT_CODE)
 
 
@@ -272,12 +272,12 @@ def _functional(lesson: Lesson, sync: bool) -> Outcome:
     @jax.jit
     def train_step(state, batch):
         m, opt = nnx.merge(graphdef, state)
-        loss = run._train_step(m, opt, batch)
+        loss = run.train_step(m, opt, batch)
         return nnx.state((m, opt)), loss
 
     losses = []
     for _ in range(lesson.steps):
-        state, loss = train_step(state, run._batch)
+        state, loss = train_step(state, run.inputs)
         losses.append(float(loss))
     threaded = int(nnx.merge(graphdef, state)[1].step[...])  # a fresh copy: read only
     if sync:
@@ -334,7 +334,7 @@ def _median_step_ms(config: RunConfig, graph: Graph | None, steps: int) -> float
     run = Run(config, graph)
     run.step()  # compile
     run.train(steps)
-    return 1e3 * float(np.median([r.wall_s for r in run.history[1:]]))
+    return run.steady_step_ms()
 
 
 def _overhead(lesson: Lesson, modes: tuple[str, ...], label: str, good: bool,

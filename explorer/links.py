@@ -20,9 +20,10 @@ from collections.abc import Mapping
 
 from explorer.config import LIMITS, LayerConfig, RunConfig
 from explorer.drawing import Drawing
+from explorer.engine.tasks import task_for
 from explorer.graphio import MAX_LABEL
 from explorer.lessons import find as find_lesson
-from explorer.sources import GRAPH_TASKS
+from explorer.sources import FEATURES
 
 __all__ = ["MAX_GRAPH_CHARS", "MAX_LINK_CHARS", "Link", "decode", "encode", "graph_blob"]
 
@@ -256,8 +257,10 @@ def _decode(params: Mapping[str, str]) -> Link:
             break
         except ValueError as err:
             field = str(err).split("'")[1].split("[")[0] if "'" in str(err) else ""
-            if field == "features" and data.get("graph") in GRAPH_TASKS:
-                data["features"] = "degree_one_hot"  # node ids mean nothing across graphs
+            features = data.get("features")
+            usable = task_for(str(data.get("graph"))).usable_features(str(features))
+            if field == "features" and features in FEATURES and usable != features:
+                data["features"] = usable  # node ids mean nothing across graphs
                 continue
             if field not in data or data[field] == RunConfig().to_dict()[field]:
                 notices.append(f"link settings ignored ({err}): default settings used")
@@ -269,7 +272,7 @@ def _decode(params: Mapping[str, str]) -> Link:
         config = RunConfig()
     drawing = None
     if "g" in params:
-        if config.task == "graph":
+        if not config.task.editable:
             notices.append("a drawn graph cannot go with a graph-classification dataset: "
                            "graph ignored")
         else:

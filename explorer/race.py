@@ -12,10 +12,8 @@ import dataclasses
 import math
 from collections.abc import Callable, Sequence
 
-import numpy as np
-
-from explorer.config import JIT_MODES, RunConfig
-from explorer.engine import Run, TrainingStopped
+from explorer.config import RunConfig
+from explorer.engine import MODES, Run, TrainingStopped
 from gnncore import Graph
 
 __all__ = ["RaceEntry", "race"]
@@ -48,7 +46,7 @@ class RaceEntry:
 
 
 def race(config: RunConfig, graph: Graph | None = None, *, steps: int | None = None,
-         modes: Sequence[str] = tuple(JIT_MODES),
+         modes: Sequence[str] = tuple(MODES),
          progress: Callable[[str, int, int], None] | None = None) -> list[RaceEntry]:
     """Train ``config`` on ``graph`` for ``steps`` steps (default
     ``config.epochs``) in each of ``modes``. ``progress(mode, done, total)`` is
@@ -67,15 +65,13 @@ def race(config: RunConfig, graph: Graph | None = None, *, steps: int | None = N
         report = run.audit()
         breakdown = run.compile_breakdown() or {}
         params = [c for c in report.changes if c.kind == "parameter"]
-        # steady state: after the first step (compile, or eager's dispatch caches)
-        hits = [r.wall_s for r in run.history[1:] if not r.traced]
         history = run.history
         entries.append(RaceEntry(
             mode=mode, losses=tuple(r.loss for r in history),
             trace_lower_s=breakdown.get("trace_lower_s", math.nan),
             compile_s=breakdown.get("compile_s", math.nan),
             first_call_s=history[0].wall_s if history else math.nan,
-            median_step_ms=1e3 * float(np.median(hits)) if hits else math.nan,
+            median_step_ms=run.steady_step_ms(),
             params_changed=sum(c.changed for c in params), params_total=len(params),
             verdict=report.verdict.status,
             final_test_acc=history[-1].test_acc if history else math.nan,

@@ -26,14 +26,12 @@ import numpy as np
 from explorer.audit import AuditReport
 from explorer.config import RunConfig
 from explorer.drawing import AUTO_LAYOUT_NODES, LAYOUTS, Drawing, History, from_preset
-from explorer.engine import Run, StepRecord, TrainingStopped
+from explorer.engine import Run, StepRecord, Task, TrainingStopped, task_for
 from explorer.graphio import MAX_LABEL, load_graph_file
 from explorer.race import RaceEntry, race
 from explorer.sources import (
     DENSE_FEATURE_NODES,
     DENSE_FEATURES,
-    GRAPH_FEATURES,
-    GRAPH_TASKS,
     PRESETS,
     SCALABLE_FEATURES,
     preset_file,
@@ -93,7 +91,7 @@ class Workspace:
         self.compile_info: dict | None = None
         self._graph_key = None
         self._graph: Graph | None = None
-        if self.task == "graph":
+        if not self.task.editable:
             self.history = History(Drawing())
             self.source = f"dataset: {self.config.graph}"
             self.reset()
@@ -120,15 +118,16 @@ class Workspace:
         return self.history.current
 
     @property
-    def task(self) -> str:
-        """``node`` (the drawing's nodes) or ``graph`` (a dataset of graphs)."""
+    def task(self) -> type[Task]:
+        """What is classified: the drawing's nodes (``NodeTask``, editable) or
+        the graphs of a dataset (``GraphTask``)."""
         return self.config.task
 
     @property
     def graph(self) -> Graph | None:
         """The drawing as a training-ready graph (``None`` when it has no nodes,
         and for a graph-classification dataset, which is not drawn as one)."""
-        if self.task == "graph":
+        if not self.task.editable:
             return None
         cfg = self.config
         key = (self.drawing.structure, cfg.features, cfg.seed, cfg.train_per_class,
@@ -180,7 +179,7 @@ class Workspace:
         node in the training split the loss is 0, so only weight decay moves
         the weights and the audit still sees them change."""
         g = self.graph
-        if self.task != "node" or g is None:
+        if not self.task.editable or g is None:
             return ""
         train = np.asarray(g.train_mask) & (np.asarray(g.y) >= 0)
         if train.any():
@@ -204,7 +203,7 @@ class Workspace:
     def splits(self) -> list[str]:
         """Per node: ``train``, ``val``, ``test`` or ``none`` (for a dataset: the
         split of the graph on show, for each of its nodes)."""
-        if self.task == "graph":
+        if not self.task.editable:
             if self.run is None:
                 return []
             return [self.graph_split(self.sample)] * self.drawing.num_nodes
@@ -221,13 +220,13 @@ class Workspace:
         dataset (``ValueError`` for a bad name or difficulty; the current graph
         stays)."""
         difficulty = self.config.difficulty if difficulty is None else float(difficulty)
-        if name in GRAPH_TASKS:
-            features = (self.config.features if self.config.features in GRAPH_FEATURES
-                        else "degree_one_hot")
+        task = task_for(name)
+        if not task.editable:  # a dataset of graphs
+            features = task.usable_features(self.config.features)
             config = self.config.replace(graph=name, difficulty=0.0, features=features)
             self._replace_graph(Drawing(), f"dataset: {name}", None, config)
             self.show_sample(0)
-            self.notice = (f"Loaded the {name} dataset: {len(self.run.graphs)} graphs, one "
+            self.notice = (f"Loaded the {name} dataset: {len(self.run.task.graphs)} graphs, one "
                            "label each.")
             return
         config = self.config.replace(graph=name, difficulty=difficulty)  # validates
@@ -249,7 +248,7 @@ class Workspace:
 
     def load_drawing(self, drawing: Drawing, source: str) -> None:
         """Replace the graph with ``drawing`` (e.g. from a shared link)."""
-        if self.task == "graph":
+        if not self.task.editable:
             raise ValueError("a drawn graph cannot go with a graph-classification dataset")
         config = self.config
         if config.features == "file":
@@ -300,14 +299,14 @@ class Workspace:
     # ------------------------------------------------------ graph datasets
     def show_sample(self, index: int) -> None:
         """Show graph ``index`` of the dataset in the drawing (not editable)."""
-        if self.task != "graph" or self.run is None:
+        if self.task.editable or self.run is None:
             raise ValueError("only a graph-classification dataset has graphs to show")
-        graphs = self.run.graphs
+        graphs = self.run.task.graphs
         index = int(np.clip(index, 0, len(graphs) - 1))
         g = graphs[index]
         ei = np.asarray(g.edge_index)
         keep = ei[0] < ei[1]  # each undirected edge once
-        label = int(self.run.labels[index])
+        label = int(self.run.task.labels[index])
         drawing = Drawing(names=tuple(str(i) for i in range(g.num_nodes)),
                           labels=(label,) * g.num_nodes, positions=(None,) * g.num_nodes,
                           edges=tuple(map(tuple, ei[:, keep].T.tolist())))
@@ -317,20 +316,20 @@ class Workspace:
         self.loads += 1
 
     def graph_split(self, index: int) -> str:
-        for name, mask in zip(("train", "val", "test"), self.run.split):
+        for name, mask in zip(("train", "val", "test"), self.run.task.split):
             if mask[index]:
                 return name
         return "none"
 
     def graph_table(self) -> list[dict]:
         """One row per graph of the dataset: size, label, prediction, split."""
-        if self.task != "graph" or self.run is None:
+        if self.task.editable or self.run is None:
             return []
         pred = np.asarray(self.run.predictions())
         return [{"graph": i, "nodes": g.num_nodes, "edges": g.num_edges // 2,
-                 "label": int(self.run.labels[i]), "predicted": int(pred[i]),
-                 "correct": bool(pred[i] == self.run.labels[i]), "split": self.graph_split(i)}
-                for i, g in enumerate(self.run.graphs)]
+                 "label": int(self.run.task.labels[i]), "predicted": int(pred[i]),
+                 "correct": bool(pred[i] == self.run.task.labels[i]), "split": self.graph_split(i)}
+                for i, g in enumerate(self.run.task.graphs)]
 
     # -------------------------------------------------------------- editing
     def edit(self, drawing: Drawing, what: str) -> None:
@@ -338,7 +337,7 @@ class Workspace:
         over: same feature width and classes → the run continues on the new
         graph (retracing if its shapes changed); otherwise a new run starts. A
         change of positions alone (a move, a re-layout) leaves the run alone."""
-        if self.task == "graph":
+        if not self.task.editable:
             raise ValueError("a graph-classification dataset is not edited: load a preset "
                              "graph to draw")
         if drawing == self.drawing:
@@ -518,7 +517,7 @@ class Workspace:
         self.race_result = None
         self._drop_run()
         try:
-            if self.task == "graph":
+            if not self.task.editable:
                 self.run = Run(self.config)
                 return
             graph = self.graph
@@ -651,7 +650,7 @@ class Workspace:
     def start_race(self, steps: int,
                    progress: Callable[[str, int, int], None] | None = None) -> list[RaceEntry]:
         """Every mode from the same initial weights on the current graph."""
-        if self.graph is None and self.task == "node":
+        if self.graph is None and self.task.editable:
             raise ValueError("the graph is empty: nothing to race on")
         self.playing = False
         self.race_result = race(self.config, self.graph, steps=steps, progress=progress)

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from explorer.config import JIT_MODES, LayerConfig, RunConfig
-from explorer.engine import Run, TrainingStopped
+from explorer.config import LayerConfig, RunConfig
+from explorer.engine import MODES, Run, TrainingStopped
 from gnncore import Graph
 
 WORKING = ["eager", "nnx.jit", "functional", "cached_partial"]
@@ -28,7 +28,7 @@ def leaves_of(run, kind):
 @pytest.fixture(scope="module")
 def runs():
     out = {}
-    for mode in JIT_MODES:
+    for mode in MODES:
         run = Run(RunConfig(mode=mode, epochs=STEPS))
         start = params(run)
         run.train()
@@ -57,7 +57,7 @@ def test_working_modes_train_and_agree(runs, mode):
     assert any(not np.array_equal(a, b) for a, b in zip(start, params(run)))
 
 
-@pytest.mark.parametrize("mode", list(JIT_MODES))
+@pytest.mark.parametrize("mode", list(MODES))
 def test_trace_count(runs, mode):
     run, _ = runs[mode]
     counts = [r.trace_count for r in run.history]
@@ -79,7 +79,7 @@ def test_same_config_and_seed_give_bit_identical_losses():
     assert c != a
 
 
-@pytest.mark.parametrize("mode", list(JIT_MODES))
+@pytest.mark.parametrize("mode", list(MODES))
 def test_dropout_stream_and_batch_norm_stats_freeze_only_under_jax_jit(mode):
     run = Run(RunConfig(mode=mode, batch_norm=True, dropout=0.5, epochs=3))
     rng0, stats0 = leaves_of(run, nnx.RngState), leaves_of(run, nnx.BatchStat)
@@ -170,7 +170,7 @@ def test_set_graph_rejects_a_different_feature_width():
         run.set_graph(other)
 
 
-@pytest.mark.parametrize("mode", list(JIT_MODES))
+@pytest.mark.parametrize("mode", list(MODES))
 def test_compile_breakdown_and_timing_lesson(mode):
     run = Run(RunConfig(mode=mode, epochs=4))
     run.train()
@@ -194,7 +194,8 @@ def test_eval_forward_under_plain_jax_jit_is_safe():
     before = params(run), leaves_of(run, nnx.BatchStat), leaves_of(run, nnx.RngState)
     via_jax_jit = np.asarray(run.logits())  # Run evaluates with plain jax.jit
     run.model.eval()
-    x, adj, edge_weight, _, _, node_mask = run._batch
+    inputs = run.inputs
+    x, adj, edge_weight, node_mask = inputs.x, inputs.adj, inputs.edge_weight, inputs.node_mask
     eager = np.asarray(run.model(x, adj, edge_weight, node_mask=node_mask))
     via_nnx_jit = np.asarray(nnx.jit(lambda m: m(x, adj, edge_weight, node_mask=node_mask))(
         run.model))
@@ -220,7 +221,8 @@ def _eager_accuracies(run):
     """The accuracies recomputed from eager logits (no compiled eval at all)."""
     run.sync()
     run.model.eval()
-    x, adj, edge_weight, _, _, node_mask = run._batch
+    inputs = run.inputs
+    x, adj, edge_weight, node_mask = inputs.x, inputs.adj, inputs.edge_weight, inputs.node_mask
     logits = np.asarray(run.model(x, adj, edge_weight, node_mask=node_mask))
     run.model.train()
     g = run.graph
@@ -271,13 +273,30 @@ def _compiles(action) -> int:
     return len(events)
 
 
+def _odd_width(width: int) -> RunConfig:
+    """A config whose shapes no other test compiles (the eval is compiled once
+    per shape and shared by every run: see the last test of this file)."""
+    return RunConfig(epochs=2, seed=3, layers=(LayerConfig("gcn", width), LayerConfig("gcn", 2)))
+
+
 def test_warm_up_compiles_the_eval_ahead_and_never_the_train_step():
-    cold = Run(RunConfig(epochs=2, seed=3))
+    cold = Run(_odd_width(11))
     assert _compiles(cold.accuracies) >= 1  # without a warm-up the first metrics compile
-    run = Run(RunConfig(epochs=2, seed=3))
+    run = Run(_odd_width(13))
     assert run.warm_up() is run.warm_up()  # once per run
     run.warm_up().join()
     assert _compiles(run.accuracies) == 0  # the warm-up's executable is the one used
     records = []
     assert _compiles(lambda: records.append(run.step())) >= 1  # the step compiles live
     assert records[0].traced and records[0].trace_count == 1
+
+
+def test_runs_of_the_same_shapes_share_the_eval_but_trace_their_own_step():
+    first = Run(_odd_width(17))
+    first.step()
+    second = Run(_odd_width(17).replace(seed=4))
+    assert _compiles(second.accuracies) == 0  # the eval compiled for the first run
+    record = second.step()
+    assert record.traced and record.trace_count == 1  # its own step, traced live
+    assert second.accuracies() != first.accuracies() or second.history[0].loss != \
+        first.history[0].loss  # and its own state

@@ -7,8 +7,8 @@ import pytest
 from conftest import REPO
 from streamlit.testing.v1 import AppTest
 
-from explorer.config import JIT_MODES, LayerConfig, RunConfig
-from explorer.engine import Run
+from explorer.config import LayerConfig, RunConfig
+from explorer.engine import MODES, GraphTask, NodeTask, Run
 from explorer.race import race
 from explorer.sources import GRAPH_TASKS
 from explorer.workspace import Workspace
@@ -28,14 +28,14 @@ def test_config_checks_features_and_pool_for_datasets():
         RunConfig(graph="triangle", features="one_hot")
     with pytest.raises(ValueError, match="config field 'pool'"):
         RunConfig(pool="median")
-    assert _config().task == "graph" and RunConfig().task == "node"
+    assert _config().task is GraphTask and RunConfig().task is NodeTask
     assert RunConfig.from_json(_config().to_json()) == _config()
 
 
-@pytest.mark.parametrize("mode", list(JIT_MODES))
+@pytest.mark.parametrize("mode", list(MODES))
 def test_every_mode_steps_on_a_dataset(mode):
     run = Run(_config(mode=mode))
-    assert run.task == "graph" and run.logits().shape == (120, 2)
+    assert isinstance(run.task, GraphTask) and run.logits().shape == (120, 2)
     for _ in range(3):
         record = run.step()
     assert np.isfinite(record.loss) and 0 <= record.test_acc <= 1
@@ -55,12 +55,12 @@ def test_pooled_gin_learns_each_dataset(task):
 
 def test_split_and_padding_slots_stay_out_of_the_loss():
     run = Run(_config())
-    train, val, test = run.split
+    train, val, test = run.task.split
     assert (train.sum(), val.sum(), test.sum()) == (72, 24, 24)
     assert not np.any(train & val) and not np.any(train & test)
-    b = run.batch_data
+    b = run.task.batch_data
     assert b.num_graphs > 120 and b.num_real_graphs() == 120
-    mask = np.asarray(run._batch[4])
+    mask = np.asarray(run.inputs.train_mask)
     assert mask.sum() == 72 and not mask[120:].any()  # padding graph slots never train
 
 
@@ -84,8 +84,8 @@ def test_race_on_a_dataset():
 def test_workspace_switches_between_datasets_and_graphs():
     ws = Workspace()
     ws.load_preset("cycle_vs_tree")
-    assert ws.task == "graph" and ws.config.features == "degree_one_hot"
-    assert ws.drawing.num_nodes == ws.run.graphs[0].num_nodes
+    assert ws.task is GraphTask and ws.config.features == "degree_one_hot"
+    assert ws.drawing.num_nodes == ws.run.task.graphs[0].num_nodes
     ws.step()
     table = ws.graph_table()
     assert len(table) == 120 and {r["split"] for r in table} == {"train", "val", "test"}
@@ -95,7 +95,7 @@ def test_workspace_switches_between_datasets_and_graphs():
     with pytest.raises(ValueError, match="not edited"):
         ws.add_node()
     ws.load_preset("karate")
-    assert ws.task == "node" and ws.stats().nodes == 34
+    assert ws.task is NodeTask and ws.stats().nodes == 34
 
 
 def test_app_offers_datasets_with_per_graph_predictions():
@@ -145,4 +145,4 @@ def test_app_goes_from_a_dataset_back_to_a_graph_without_losing_widgets():
     errors = " ".join(e.value for e in at.error)
     assert not at.exception and "panel hit an error" not in errors, errors
     ws = at.session_state["workspace"]
-    assert ws.task == "node" and len(ws.config.layers) == 3 and ws.steps_done == 1
+    assert ws.task is NodeTask and len(ws.config.layers) == 3 and ws.steps_done == 1

@@ -53,21 +53,21 @@ class Deaths:
         self.watch(f"{i} run", run)
         self.watch(f"{i} model", run.model)
         self.watch(f"{i} optimizer", run.optimizer)
-        self.watch(f"{i} features", run._batch[0])  # the graph's node features
-        self.watch(f"{i} targets", run._targets[0])
+        self.watch(f"{i} features", run.inputs.x)  # the graph's node features
+        self.watch(f"{i} targets", run.task.targets.labels)
 
         def biggest(tree):
             return max(jax.tree.leaves(tree), key=lambda a: a.size)
 
         self.watch(f"{i} parameter", biggest(nnx.state(run.model, nnx.Param)))
         self.watch(f"{i} optimizer moment", biggest(nnx.state(run.optimizer, nnx.OptState)))
-        if run._state is not None:  # the functional mode's threaded state
-            self.watch(f"{i} threaded state", biggest(run._state))
+        if run.stepper.state is not None:  # the functional mode's threaded state
+            self.watch(f"{i} threaded state", biggest(run.stepper.state))
 
     def alive(self, current: Run | None = None) -> list[str]:
         """What is still alive, but for arrays the ``current`` run shares (a
         reset on the same graph trains on the workspace's same feature array)."""
-        shared = ({id(a) for a in jax.tree.leaves((current._batch, current._targets))}
+        shared = ({id(a) for a in jax.tree.leaves((current.inputs, current.task.targets))}
                   if current is not None else set())
         return [name for name, ref in self.refs.items()
                 if ref() is not None and id(ref()) not in shared]
@@ -164,7 +164,7 @@ def test_a_run_used_everywhere_is_freed(deaths, mode):
         run.naive_timing(1)
         if mode != "eager":
             assert run.compile_breakdown()["compile_s"] > 0
-        if run.task == "node":
+        if run.task.editable:
             run.set_graph(run.graph)
             run.step()
         deaths.watch_run(i, run)

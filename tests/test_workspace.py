@@ -4,7 +4,8 @@ ticks and generations, uploads that fail safely, diagnostics and the race."""
 import numpy as np
 import pytest
 
-from explorer.config import JIT_MODES, LayerConfig, RunConfig
+from explorer.config import LayerConfig, RunConfig
+from explorer.engine import MODES
 from explorer.graphio import GraphFileError
 from explorer.race import race
 from explorer.workspace import Workspace
@@ -310,7 +311,7 @@ def test_workspaces_share_nothing():
 
 def test_race_starts_every_mode_from_the_same_weights():
     entries = race(RunConfig(dropout=0.0), steps=4)
-    assert [e.mode for e in entries] == list(JIT_MODES)
+    assert [e.mode for e in entries] == list(MODES)
     by_mode = {e.mode: e for e in entries}
     assert by_mode["jax.jit"].verdict == "frozen"
     assert len(set(by_mode["jax.jit"].losses)) == 1
@@ -327,7 +328,7 @@ def test_race_starts_every_mode_from_the_same_weights():
 def test_workspace_race_needs_a_graph_and_reports_progress(ws):
     seen = []
     ws.start_race(2, progress=lambda mode, done, total: seen.append((mode, done, total)))
-    assert len(ws.race_result) == len(JIT_MODES)
+    assert len(ws.race_result) == len(MODES)
     assert seen[0] == ("eager", 0, 5) and seen[-1] == ("", 5, 5)
     ws.connect([0, 9])
     assert ws.race_result is None  # an edit invalidates the race

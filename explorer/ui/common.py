@@ -134,7 +134,7 @@ def sync_link(ws: Workspace) -> bool:
     params = links.encode(ws.config, classroom=classroom(),
                           lesson=st.session_state.get("lesson"))
     fits = True
-    if edited and ws.task == "node":
+    if edited and ws.task.editable:
         cached = st.session_state.get("link_graph")
         if cached is None or cached[0] is not ws.drawing:
             cached = (ws.drawing, links.graph_blob(ws.drawing))

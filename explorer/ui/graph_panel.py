@@ -105,15 +105,14 @@ def _colours(ws: Workspace, by: str, layer: int,
     """Colours (and predictions, when coloured by them) of ``nodes``."""
     d, run = ws.drawing, ws.run
     nodes = np.asarray(nodes, int)
-    if ws.task == "graph" and run is not None:
+    if run is not None and not run.task.editable:  # a dataset: one of its graphs on show
         if by == "prediction":
             pred = [int(np.asarray(run.predictions())[ws.sample])] * len(nodes)
             return plots.label_colours(pred), pred
         if by == "embedding":
             layers = run.embeddings()
             hidden = layers[min(layer, len(layers) - 1)]
-            ptr = run.batch_data.ptr
-            rows = np.asarray(hidden[int(ptr[ws.sample]):int(ptr[ws.sample + 1])])
+            rows = np.asarray(hidden[run.task.nodes_of(ws.sample)])
             return plots.embedding_colours(rows)[:len(nodes)], None
         return plots.label_colours(np.asarray(d.labels)[nodes]), None
     if by == "prediction" and run is not None:
@@ -176,7 +175,7 @@ def _drawing(ws: Workspace) -> None:
                   "prediction": "the model's prediction, live while training",
                   "embedding": "the layer's embedding (its first principal components)"}[by]
                + ".")
-    if ws.task == "node":
+    if ws.task.editable:
         _selection(ws, view.nodes)
     else:
         st.caption("A dataset graph is shown, not edited.")
@@ -341,20 +340,19 @@ def render(ws: Workspace) -> None:
     colour = _S.get("g_colour", "label")
     live = ws.playing and colour != "label"
     st.fragment(_drawing, run_every=LIVE_EVERY_S if live else None)(ws)
-    if ws.task == "node":
+    if ws.task.editable:
         with st.container():
             _tools(ws)
-    if ws.task == "graph":
-        with st.expander("Per-graph predictions", expanded=True):
-            _predictions(table)
-    else:
         with st.expander(f"Edge table ({len(ws.drawing.edges):,} edges)"):
             _edge_table(ws)
+    else:
+        with st.expander("Per-graph predictions", expanded=True):
+            _predictions(table)
     st.caption(f"Source: {plain(ws.source)}")
 
 
 def _summary(ws: Workspace, table: list[dict]) -> None:
-    if ws.task == "graph":
+    if not ws.task.editable:  # a dataset of graphs
         table.extend(ws.graph_table())  # one eval forward per redraw, shared below
         _dataset(ws, table)
     else:

@@ -43,7 +43,7 @@ def _picked() -> None:
 def _load_setup(ws: Workspace, lesson: Lesson, config: RunConfig) -> None:
     """Put the lesson's graph, model and mode into the explorer's panels."""
     loaded_seed = None
-    if ws.task == "graph" or ws.source != f"preset: {config.graph}":
+    if not ws.task.editable or ws.source != f"preset: {config.graph}":
         ws.load_preset(config.graph, difficulty=config.difficulty)
         loaded_seed = ws.config.seed
     if not ws.set_config(config):

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explorer.config import LIMITS, OPTIMIZERS, LayerConfig, RunConfig
-from explorer.sources import FEATURES, GRAPH_FEATURES
+from explorer.config import LIMITS, LayerConfig, RunConfig
+from explorer.engine.recipe import OPTIMIZERS
 from explorer.ui.common import plain, set_error, show_error
 from explorer.workspace import Workspace
-from gnncore import ACTIVATIONS, CONV_TYPES
-from gnncore.models import HEADED, POOLS
+from gnncore import ACTIVATIONS, CONV_TYPES, NORMS, POOLS
 
 KIND_NAMES = {"gcn": "GCN", "gat": "GAT", "gatv2": "GATv2", "transformer": "Transformer",
               "sage": "GraphSAGE", "gin": "GIN", "graph": "GraphConv", "cheb": "ChebConv (K=2)",
@@ -74,7 +73,7 @@ def _layers_from_widgets() -> tuple[LayerConfig, ...]:
     for uid in _S.m_layers:
         kind = _S[f"m_{uid}_kind"]
         options = {}
-        if kind in HEADED:
+        if CONV_TYPES[kind].has_heads:
             options["heads"] = int(_S[f"m_{uid}_heads"])
         if kind == "sage":
             options["aggr"] = _S[f"m_{uid}_aggr"]
@@ -86,7 +85,7 @@ def _layer_editor(ws: Workspace) -> None:
     uids = list(_S.m_layers)
     classes = max(ws.graph.num_classes(), 2) if ws.graph is not None else 2
     for i, uid in enumerate(uids):
-        is_output = i == len(uids) - 1 and not _S.m_head and ws.task == "node"
+        is_output = i == len(uids) - 1 and not (_S.m_head or ws.task.pooled)
         with st.container(border=True):
             top = st.columns([3, 1], vertical_alignment="bottom")
             top[0].selectbox(f"Layer {i + 1}" + (" (output)" if is_output else ""),
@@ -103,7 +102,7 @@ def _layer_editor(ws: Workspace) -> None:
                 cols[0].number_input("Width", **_bounds("width"), step=4,
                                      key=f"m_{uid}_width")
             kind = _S[f"m_{uid}_kind"]
-            if kind in HEADED:
+            if CONV_TYPES[kind].has_heads:
                 cols[1].number_input("Heads", **_bounds("heads"), key=f"m_{uid}_heads",
                                      help="Attention heads; hidden widths must divide by it.")
             elif kind == "sage":
@@ -120,12 +119,12 @@ def render(ws: Workspace) -> None:
     st.selectbox("Activation", list(ACTIVATIONS), key="m_activation")
     st.slider("Dropout", LIMITS["dropout"].low, LIMITS["dropout"].high, step=0.05,
               key="m_dropout")
-    if ws.task == "graph":
+    if ws.task.pooled:
         st.selectbox("Readout (pooling)", POOLS, key="m_pool",
                      help="How node embeddings become one vector per graph before the head.")
     cols = st.columns([2, 3], vertical_alignment="center")
     cols[0].checkbox("Norm", key="m_batch_norm", help="A norm after each hidden conv.")
-    cols[1].selectbox("Norm kind", ("batch", "layer", "graph"), key="m_norm",
+    cols[1].selectbox("Norm kind", tuple(NORMS), key="m_norm",
                       disabled=not _S.m_batch_norm, label_visibility="collapsed",
                       format_func={"batch": "BatchNorm", "layer": "LayerNorm",
                                    "graph": "GraphNorm"}.get)
@@ -133,7 +132,7 @@ def render(ws: Workspace) -> None:
     st.checkbox("Linear head", key="m_head",
                 help="Add a linear layer after the convs (the last conv keeps its width).")
     st.subheader("Optimizer")
-    st.selectbox("Optimizer", OPTIMIZERS, key="m_optimizer", label_visibility="collapsed")
+    st.selectbox("Optimizer", tuple(OPTIMIZERS), key="m_optimizer", label_visibility="collapsed")
     if _S.m_learning_rate not in LEARNING_RATES:
         st.number_input("Learning rate", **_bounds("learning_rate"), format="%g",
                         key="m_learning_rate")
@@ -142,8 +141,7 @@ def render(ws: Workspace) -> None:
     st.number_input("Weight decay", **_bounds("weight_decay"), step=5e-4, format="%.4f",
                     key="m_weight_decay")
     st.subheader("Data and run")
-    features = GRAPH_FEATURES if ws.task == "graph" else tuple(
-        f for f in FEATURES if f != "file" or ws.has_file_features)
+    features = tuple(f for f in ws.task.feature_kinds if f != "file" or ws.has_file_features)
     if _S.m_features not in features:
         _S.m_features = features[0]
     st.selectbox("Node features", features, key="m_features",
@@ -154,7 +152,7 @@ def render(ws: Workspace) -> None:
     cols = st.columns(2)
     cols[0].number_input("Seed", **_bounds("seed"), key="m_seed")
     cols[1].number_input("Steps per Play", **_bounds("epochs"), key="m_epochs")
-    if ws.task == "node":
+    if ws.task.editable:  # a dataset's graphs have a fixed split
         own_split = ws.file_data is not None and ws.file_data.split is not None
         st.number_input("Train nodes per class", **_bounds("train_per_class"),
                         key="m_train_per_class", disabled=own_split,

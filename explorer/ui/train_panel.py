@@ -20,7 +20,7 @@ import numpy as np
 import streamlit as st
 
 from explorer import plots
-from explorer.config import JIT_MODES
+from explorer.engine import MODES
 from explorer.export import script_for
 from explorer.ui.common import answer_due, interaction_waiting, plain, verdict_banner
 from explorer.workspace import Workspace
@@ -80,12 +80,8 @@ def split_sizes(ws: Workspace) -> dict[str, int]:
     run = ws.run
     if run is None:
         return {name: 0 for name in SPLITS}
-    if run.task == "graph":
-        masks = run.split
-    else:
-        masks = [getattr(run.graph, f"{name}_mask") for name in SPLITS]
     return {name: 0 if m is None else int(np.sum(np.asarray(m)))
-            for name, m in zip(SPLITS, masks)}
+            for name, m in zip(SPLITS, run.task.split_masks)}
 
 
 def _accuracy_metric(column, split: str, value: float, size: int, unit: str) -> None:
@@ -114,7 +110,7 @@ def _live(ws: Workspace, token: int) -> None:
     run = ws.run
     history = run.history if run else []
     sizes = split_sizes(ws)
-    unit = "graphs" if ws.task == "graph" else "nodes"
+    unit = ws.config.task.unit
     done, target = ws.steps_done, ws.target_steps
     st.progress(min(done / target, 1.0) if target else 0.0,
                 text=f"Step {done} of {target}" + (" · training…" if ws.playing else ""))
@@ -153,7 +149,7 @@ def chart_figures(ws: Workspace, cache: dict, now: float):
             key == last["key"] or (last["key"][1] > 0 and now - last["at"] < CHART_EVERY_S)):
         return last["loss"], last["acc"]
     sizes = split_sizes(ws)
-    unit = "graphs" if ws.task == "graph" else "nodes"
+    unit = ws.config.task.unit
     steps = [r.step for r in history]
     loss = plots.loss_figure(steps, [r.loss for r in history], height=260)
     acc = plots.accuracy_figure(steps, [r.train_acc for r in history],
@@ -172,12 +168,12 @@ def script_download(ws: Workspace) -> tuple[Callable[[], str], str] | None:
     if ws.run is None:
         return None
     config = ws.config
-    if ws.task == "graph":
-        make = functools.partial(script_for, config)
-        name = config.graph
-    else:
+    if config.task.editable:  # a drawn or uploaded graph goes into the script
         name = ws.source.split(":", 1)[-1].strip() or "graph"
         make = functools.partial(script_for, config, ws.run.graph, graph_name=name)
+    else:
+        make = functools.partial(script_for, config)
+        name = config.graph
     slug = re.sub(r"[^a-z0-9]+", "_", f"{name}_{config.mode}".lower()).strip("_")
     return make, f"gnn_{slug}.py"
 
@@ -186,9 +182,9 @@ def render(ws: Workspace) -> None:
     st.header("Train")
     if _S.get("t_mode") != ws.config.mode:
         _S.t_mode = ws.config.mode
-    st.radio("JIT mode", list(JIT_MODES), key="t_mode", horizontal=True,
+    st.radio("JIT mode", list(MODES), key="t_mode", horizontal=True,
              on_change=_set_mode, args=(ws,))
-    st.caption(JIT_MODES[ws.config.mode])
+    st.caption(MODES[ws.config.mode])
     cols = st.columns(4)
     stretch = {"width": "stretch"}
     cols[0].button("Play", key="t_play", icon=":material/play_arrow:", on_click=ws.play,
