@@ -136,8 +136,9 @@ def _config(args) -> RunConfig | None:
                 "bucket_padding", "norm", "pool")
                if getattr(args, name) is not None}
     graph = changes.get("graph", config.graph)
-    if "graph" in changes and "features" not in changes:
-        changes["features"] = task_for(graph).usable_features(config.features)
+    usable = task_for(graph).usable_features(config.features)
+    if "features" not in changes and usable != config.features:
+        changes["features"] = usable  # node ids mean nothing across graphs
     if graph in PRESETS and "features" not in changes and "features" not in from_file:
         changes["features"] = PRESETS[graph].default_features  # cora: its word features
     return RunConfig.from_dict({**config.to_dict(), **_plain(changes)})

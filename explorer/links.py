@@ -22,7 +22,7 @@ from explorer.config import LIMITS, LayerConfig, RunConfig
 from explorer.drawing import Drawing
 from explorer.engine.tasks import task_for
 from explorer.graphio import MAX_LABEL
-from explorer.lessons import find as find_lesson
+from explorer.lessons import key_of as lesson_key
 from explorer.sources import FEATURES
 
 __all__ = ["MAX_GRAPH_CHARS", "MAX_LINK_CHARS", "Link", "decode", "encode", "graph_blob"]
@@ -282,10 +282,8 @@ def _decode(params: Mapping[str, str]) -> Link:
                 notices.append(f"link graph ignored: {err}")
     lesson = None
     if "lesson" in params:
-        found = find_lesson(params["lesson"])
-        if found is None:
+        lesson = lesson_key(params["lesson"])
+        if lesson is None:
             notices.append(f"unknown lesson {params['lesson'][:SHOWN_CHARS]!r} ignored")
-        else:
-            lesson = found.key
     return Link(config, drawing, params.get("classroom") in ("1", "true"), tuple(notices),
                 lesson)

@@ -3,6 +3,7 @@ after "apply the fix", the fix beside it; the measurements behind each
 verdict are checked too (a lesson cannot pass by printing a canned result)."""
 
 import re
+import sys
 
 import numpy as np
 import pytest
@@ -11,7 +12,7 @@ from streamlit.testing.v1 import AppTest
 
 from explorer import lessons, links
 from explorer.config import RunConfig
-from explorer.lessons import LESSONS
+from explorer.lessons import LESSONS, common, frozen_dropout
 
 # lesson key -> (pitfall verdict, fix verdict), as the banners show them
 VERDICTS = {
@@ -31,7 +32,7 @@ VERDICTS = {
 
 @pytest.fixture(autouse=True)
 def smaller_large_graph(monkeypatch):
-    monkeypatch.setattr(lessons, "LARGE_NODES", 6000)
+    monkeypatch.setattr(common, "LARGE_NODES", 6000)
 
 
 def _texts(elements):
@@ -157,10 +158,10 @@ def test_dropout_masks_come_from_the_model_not_a_fixture():
     """The masks shown are the run's own Dropout under the run's JIT wrapper."""
     from explorer.engine import Run
     run = Run(RunConfig(dropout=0.5, mode="nnx.jit"))
-    masks = lessons._dropout_masks(run, draws=3, width=64)
+    masks = frozen_dropout.dropout_masks(run, draws=3, width=64)
     assert masks.shape == (3, 64) and len({m.tobytes() for m in masks}) == 3
     assert 0.2 < masks.mean() < 0.8  # rate 0.5
-    frozen = lessons._dropout_masks(Run(RunConfig(dropout=0.5, mode="jax.jit")), draws=3)
+    frozen = frozen_dropout.dropout_masks(Run(RunConfig(dropout=0.5, mode="jax.jit")), draws=3)
     assert np.all(frozen == frozen[0])
 
 
@@ -179,3 +180,28 @@ def test_a_lesson_that_fails_shows_its_error_once_and_the_app_keeps_running(monk
     assert any("RuntimeError: device lost" in t for t in _texts(at.markdown))
     at.button(key="t_step").click().run()  # the rest of the page still works
     assert at.session_state["workspace"].steps_done == 1
+
+
+def test_lesson_keys_are_read_without_importing_jax():
+    """Links check a lesson key on every page load: that must not load the
+    lessons (and JAX)."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom explorer.lessons import ORDER, key_of\n"
+            "assert key_of('1') == 'frozen-params' and key_of(' Timing ') == 'timing'\n"
+            "assert key_of('12') is None and key_of('nope') is None and len(ORDER) == 11\n"
+            "assert 'jax' not in sys.modules, sorted(m for m in sys.modules if 'jax' in m)\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+
+
+def test_each_lesson_lives_in_the_module_named_by_its_key():
+    from explorer.lessons import ORDER
+
+    for number, (key, lesson) in enumerate(zip(ORDER, LESSONS), start=1):
+        assert (lesson.key, lesson.number) == (key, number)
+        module = sys.modules[f"explorer.lessons.{key.replace('-', '_')}"]
+        assert module.LESSON.title == lesson.title
+    assert [lesson.trains_in_explorer for lesson in LESSONS] == [True] * 3 + [False] * 8

@@ -107,6 +107,9 @@ class Stepper:
     script_call: ClassVar[str] = "loss = step(inputs)"
     script_finish: ClassVar[str] = ""  # after the loop
     script_model: ClassVar[str] = "model"  # the model as of the last step, in the loop
+    #: how the mode compiles a function of NNX modules (a lesson calls a model's
+    #: own layer the way the mode calls the step)
+    jit: ClassVar[Callable] = staticmethod(nnx.jit)
 
     def __init__(self, train_step, model, optimizer):
         self.train_step, self.model, self.optimizer = train_step, model, optimizer
@@ -148,6 +151,7 @@ class Eager(Stepper):
     mode = "eager"
     summary = "No compilation: every operation is dispatched one at a time."
     compiled = False
+    jit = staticmethod(lambda fn: fn)
     make = staticmethod(make_eager_step)
     script_build = "step = make_eager_step(train_step, model, optimizer)"
 
@@ -166,6 +170,7 @@ class JaxJit(Stepper):
     mode = "jax.jit"
     summary = ("The same mutating step under plain jax.jit: updates are silently lost "
                "(frozen training).")
+    jit = staticmethod(jax.jit)
     make = staticmethod(make_jax_jit_step)
     script_build = "step = make_jax_jit_step(train_step, model, optimizer)"
 

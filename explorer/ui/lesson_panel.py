@@ -20,8 +20,6 @@ from explorer.workspace import Workspace
 _S = st.session_state
 log = logging.getLogger("explorer.ui")
 NO_LESSON = ""
-#: lessons whose pitfall and fix are observed on the explorer's own run
-TRAINS_IN_EXPLORER = {"frozen-params", "frozen-dropout", "frozen-batchnorm"}
 
 
 def active() -> Lesson | None:
@@ -58,14 +56,14 @@ def _load_setup(ws: Workspace, lesson: Lesson, config: RunConfig) -> None:
 def run_side(ws: Workspace, lesson: Lesson, side: str) -> Outcome:
     """Run the lesson's ``pitfall`` or ``fix``; where the lesson trains, it
     trains the explorer's own run, so the main charts show it too."""
-    config = lesson.setup if side == "pitfall" else lesson.fix_setup
+    config = lesson.setup_of(side)
     if config is not None:
         _load_setup(ws, lesson, config)
-        if lesson.key in TRAINS_IN_EXPLORER and ws.run is not None:
+        if lesson.trains_in_explorer and ws.run is not None:
             for _ in range(lesson.steps):
                 ws.step()
-            return getattr(lesson, side)(ws.run)
-    return getattr(lesson, side)()
+            return lesson.outcome(side, ws.run)
+    return lesson.outcome(side)
 
 
 def _attempt(ws: Workspace, lesson: Lesson, side: str) -> Outcome:

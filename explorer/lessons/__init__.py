@@ -1,0 +1,66 @@
+"""Classroom lessons: one JIT pitfall each, measured live, and its fix.
+
+Every lesson runs real code and reports what it saw, never a canned result:
+the pitfall and the fix each return an :class:`Outcome` with a verdict, a
+one-sentence summary built from the measurements, the evidence, and the few
+lines of code that the column ran. Lessons that train a model carry the
+explorer setup they use (``setup`` / ``fix_setup``), so the app can load the
+same graph, model and mode into its panels; a run the app already trained can
+be handed in and is only observed.
+
+One module per lesson (its prose next to its code), named after its key;
+:data:`ORDER` numbers them. Keys and numbers are read without importing JAX
+(:func:`key_of`, used by links); the lessons themselves load on first use of
+:data:`LESSONS` or :func:`find`. Nothing here is shared between sessions:
+every call builds its own models.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib
+
+__all__ = ["LESSONS", "ORDER", "Lesson", "Outcome", "find", "key_of"]
+
+#: the lessons' keys (the URL's ``lesson=`` value), in their order; lesson
+#: ``key`` lives in the module ``explorer.lessons.<key with _ for ->``
+ORDER = ("frozen-params", "frozen-dropout", "frozen-batchnorm", "functional-loop",
+         "overhead", "pool-size", "norm-batch-size", "dynamic-shapes", "gcn-cached",
+         "retracing", "timing")
+
+
+def key_of(text: str) -> str | None:
+    """The key of a lesson named by key (``frozen-params``) or number (``1``);
+    ``None`` if there is none. Imports nothing."""
+    text = str(text).strip().lower()
+    if text in ORDER:
+        return text
+    if text.isdigit() and 1 <= int(text) <= len(ORDER):
+        return ORDER[int(text) - 1]
+    return None
+
+
+@functools.cache
+def _lessons() -> tuple:
+    out = []
+    for number, key in enumerate(ORDER, start=1):
+        module = importlib.import_module(f"{__name__}.{key.replace('-', '_')}")
+        out.append(dataclasses.replace(module.LESSON, key=key, number=number))
+    return tuple(out)
+
+
+def find(text: str):
+    """A :class:`Lesson` by key or number; ``None`` if unknown."""
+    key = key_of(text)
+    return None if key is None else _lessons()[ORDER.index(key)]
+
+
+def __getattr__(name: str):
+    if name == "LESSONS":  # the ordered lessons, loaded on first use
+        return _lessons()
+    if name in ("Lesson", "Outcome"):
+        from explorer.lessons import base
+
+        return getattr(base, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
