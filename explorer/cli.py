@@ -16,7 +16,7 @@ import json
 import sys
 from pathlib import Path
 
-from explorer.config import LayerConfig, RunConfig
+from explorer.config import ConfigError, LayerConfig, RunConfig
 from explorer.engine import MODES, Run, TrainingStopped, task_for
 from explorer.engine.recipe import OPTIMIZERS
 from explorer.export import script_for
@@ -38,16 +38,12 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _layers(text: str) -> tuple[LayerConfig, ...]:
-    """``gcn:16,gat:8`` → layer configs (kind:width, comma separated)."""
-    layers = []
-    for part in text.split(","):
-        kind, _, width = part.strip().partition(":")
-        try:
-            layers.append(LayerConfig(kind.strip(), int(width) if width else 16))
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"bad layer {part!r}: use kind:width, e.g. gcn:16") from None
-    return tuple(layers)
+    """``gcn:16,gat:8:h4`` → layer configs (:meth:`LayerConfig.parse_stack`
+    with ``:``; a kind alone is 16 wide)."""
+    try:
+        return LayerConfig.parse_stack(text, ":", default_width=16)
+    except ConfigError as err:
+        raise argparse.ArgumentTypeError(err.message) from None
 
 
 def _parser() -> argparse.ArgumentParser:

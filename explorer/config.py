@@ -18,7 +18,7 @@ from gnncore import ACTIVATIONS, CONV_TYPES, NORMS, POOLS
 if TYPE_CHECKING:
     from explorer.engine.tasks import Task
 
-__all__ = ["LIMITS", "Bound", "LayerConfig", "RunConfig"]
+__all__ = ["LIMITS", "Bound", "ConfigError", "LayerConfig", "RunConfig"]
 
 @dataclasses.dataclass(frozen=True)
 class Bound:
@@ -68,14 +68,75 @@ LIMITS: Mapping[str, Bound] = {
 }
 
 
+class ConfigError(ValueError):
+    """A setting refused by :class:`RunConfig` (or a layer text refused by
+    :meth:`LayerConfig.parse`); ``field`` names it, e.g. ``layers[1].width``."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(f"config field '{field}': {message}")
+        self.field, self.message = field, message
+
+
+#: the aggregations a layer text can name (``sage-16-max``)
+_LAYER_AGGRS = ("mean", "max", "sum", "min")
+
+
 @dataclasses.dataclass(frozen=True)
 class LayerConfig:
     """One conv layer: its kind (``gcn``/``gat``/``sage``/``gin``), output width
-    and conv options (e.g. ``{"heads": 4}``)."""
+    and conv options (e.g. ``{"heads": 4}``).
+
+    As text (links write ``-``, the CLI ``:``): ``kind<sep>width``, then
+    ``h<heads>`` and an aggregation, e.g. ``gat-8-h4`` or ``sage:16:max``.
+    """
 
     kind: str = "gcn"
     width: int = 16
     options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    def format(self, sep: str = "-") -> str:
+        parts = [self.kind, str(self.width)]
+        if "heads" in self.options:
+            parts.append(f"h{int(self.options['heads'])}")
+        if "aggr" in self.options:
+            parts.append(str(self.options["aggr"]))
+        return sep.join(parts)
+
+    @classmethod
+    def parse(cls, text: str, sep: str = "-", *,
+              default_width: int | None = None) -> LayerConfig:
+        """The layer ``text`` writes (see the class); ``default_width`` is used
+        when the text has none (else a width is required). Raises
+        :class:`ConfigError` (``layers``) naming the part that is wrong. The
+        numbers are not checked against :data:`LIMITS` here: a
+        :class:`RunConfig` checks them (links clamp them first)."""
+        bits = [b.strip() for b in str(text).strip().split(sep)]
+        example = sep.join(("gcn", "16")) + " or " + sep.join(("gat", "8", "h4"))
+        if len(bits) == 1 and default_width is not None:
+            bits.append(str(default_width))
+        if len(bits) < 2 or not bits[1].isdigit():
+            raise ConfigError("layers", f"bad layer {text!r}: write kind{sep}width, e.g. "
+                                        f"{example}")
+        options: dict = {}
+        for extra in bits[2:]:
+            if extra.startswith("h") and extra[1:].isdigit():
+                options["heads"] = int(extra[1:])
+            elif extra in _LAYER_AGGRS:
+                options["aggr"] = extra
+            else:
+                raise ConfigError("layers", f"bad layer {text!r}: unknown option {extra!r}")
+        return cls(bits[0], int(bits[1]), options)
+
+    @classmethod
+    def parse_stack(cls, text: str, sep: str = "-", *,
+                    default_width: int | None = None) -> tuple[LayerConfig, ...]:
+        """Comma-separated layers, e.g. ``gcn-16,gat-8-h4``; more than
+        ``LIMITS["layers"]`` refuse the whole text."""
+        parts = str(text).split(",")
+        count = LIMITS["layers"]
+        if len(parts) > count.high:
+            raise ConfigError("layers", f"{len(parts)} layers, at most {count.high}")
+        return tuple(cls.parse(p, sep, default_width=default_width) for p in parts)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -237,4 +298,4 @@ def _in_limits(field: str, value, limit: str) -> None:
 
 def _check(ok: bool, field: str, message: str) -> None:
     if not ok:
-        raise ValueError(f"config field '{field}': {message}")
+        raise ConfigError(field, message)

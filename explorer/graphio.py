@@ -161,7 +161,7 @@ class GraphFile:
         it has one; otherwise a seeded split of ``train_per_class`` training
         nodes per class (:func:`explorer.sources.split_per_class`).
         """
-        from explorer.sources import FEATURES, build_features, split_per_class
+        from explorer.sources import FEATURES, build_features, community_labels, split_per_class
 
         ei, w = self.edge_index, self.weights
         if not self.directed:
@@ -184,14 +184,8 @@ class GraphFile:
             y = (self.labels if self.labels is not None
                  else np.full(self.num_nodes, -1, np.int32))
         elif labels == "community":
-            import networkx as nx
-
-            y = np.full(self.num_nodes, -1, np.int32)
-            parts = nx.community.greedy_modularity_communities(self.to_networkx().to_undirected())
-            # largest first; as with a file's labels, at most max_label + 1 classes (the
-            # rest stay unlabelled), so a graph of many pieces cannot widen the output layer
-            for c, members in enumerate(parts[:Limits().max_label + 1]):
-                y[list(members)] = c
+            # as with a file's labels, at most max_label + 1 classes
+            y = community_labels(self.to_networkx(), Limits().max_label + 1)
         else:
             raise GraphFileError("labels: choose 'file' or 'community'")
         train, val, test = (self.split if self.split is not None

@@ -18,7 +18,7 @@ import math
 import zlib
 from collections.abc import Mapping
 
-from explorer.config import LIMITS, LayerConfig, RunConfig
+from explorer.config import LIMITS, ConfigError, LayerConfig, RunConfig
 from explorer.drawing import Drawing
 from explorer.engine.tasks import task_for
 from explorer.graphio import MAX_LABEL
@@ -53,45 +53,19 @@ class Link:
 
 
 # ------------------------------------------------------------------ layers
-def _layers_text(layers) -> str:
-    parts = []
-    for la in layers:
-        text = f"{la.kind}-{la.width}"
-        if "heads" in la.options:
-            text += f"-h{int(la.options['heads'])}"
-        if "aggr" in la.options:
-            text += f"-{la.options['aggr']}"
-        parts.append(text)
-    return ",".join(parts)
-
-
 def _parse_layers(text: str, notices: list[str]) -> tuple[LayerConfig, ...]:
-    """``gcn-16,gat-8-h4`` as layers; a width or head count outside
-    :data:`explorer.config.LIMITS` is clamped with a notice, too many layers
-    refuse the whole parameter."""
-    parts = text.split(",")
-    count = LIMITS["layers"]
-    if len(parts) > count.high:
-        raise ValueError(f"{len(parts)} layers, at most {count.high}")
+    """``gcn-16,gat-8-h4`` as layers (:meth:`LayerConfig.parse_stack`); a width
+    or head count outside :data:`explorer.config.LIMITS` is clamped with a
+    notice."""
     layers = []
-    for part in parts:
-        bits = part.strip().split("-")
-        if len(bits) < 2 or not bits[1].isdigit():
-            raise ValueError(f"layer {part!r}: write kind-width, e.g. gcn-16 or gat-8-h4")
-        options: dict = {}
-        for extra in bits[2:]:
-            if extra.startswith("h") and extra[1:].isdigit():
-                options["heads"] = int(extra[1:])
-            elif extra in ("mean", "max", "sum", "min"):
-                options["aggr"] = extra
-            else:
-                raise ValueError(f"layer {part!r}: unknown option {extra!r}")
-        width = _clamped(f"layers width of {part[:SHOWN_CHARS]!r}", int(bits[1]), "width",
-                         notices)
+    for layer in LayerConfig.parse_stack(text):
+        shown = layer.format()[:SHOWN_CHARS]
+        options = dict(layer.options)
+        width = _clamped(f"layers width of {shown!r}", layer.width, "width", notices)
         if "heads" in options:
-            options["heads"] = _clamped(f"layers heads of {part[:SHOWN_CHARS]!r}",
-                                        options["heads"], "heads", notices)
-        layers.append(LayerConfig(bits[0], width, options))
+            options["heads"] = _clamped(f"layers heads of {shown!r}", options["heads"], "heads",
+                                        notices)
+        layers.append(LayerConfig(layer.kind, width, options))
     return tuple(layers)
 
 
@@ -184,7 +158,7 @@ def encode(config: RunConfig, drawing: Drawing | None = None, *,
             params[name] = (("1" if value else "0") if isinstance(value, bool)
                             else str(value))
     if config.layers != _DEFAULTS.layers:
-        params["layers"] = _layers_text(config.layers)
+        params["layers"] = ",".join(la.format() for la in config.layers)
     if drawing is not None:
         blob = graph_blob(drawing)
         if blob is not None:
@@ -248,15 +222,15 @@ def _decode(params: Mapping[str, str]) -> Link:
         try:
             data["layers"] = [{"kind": la.kind, "width": la.width, "options": dict(la.options)}
                               for la in _parse_layers(params["layers"], notices)]
-        except ValueError as err:
-            notices.append(f"link parameter layers ignored: {err}")
+        except ConfigError as err:
+            notices.append(f"link parameter layers ignored: {err.message}")
     # Validate together; a field the config refuses goes back to its default.
     for _ in range(len(data) + 1):
         try:
             config = RunConfig.from_dict(data)
             break
-        except ValueError as err:
-            field = str(err).split("'")[1].split("[")[0] if "'" in str(err) else ""
+        except ConfigError as err:
+            field = err.field.split("[")[0].split(".")[0]
             features = data.get("features")
             usable = task_for(str(data.get("graph"))).usable_features(str(features))
             if field == "features" and features in FEATURES and usable != features:

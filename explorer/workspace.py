@@ -20,7 +20,6 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-import networkx as nx
 import numpy as np
 
 from explorer.audit import AuditReport
@@ -34,6 +33,8 @@ from explorer.sources import (
     DENSE_FEATURES,
     PRESETS,
     SCALABLE_FEATURES,
+    GraphSource,
+    community_labels,
     preset_file,
 )
 from gnncore import Graph
@@ -81,7 +82,7 @@ class Workspace:
         self.notice = ""  # what the last action did, for the UI to show
         self.notice_is_edit = False  # the notice is about an edit of the drawing
         self.error = ""  # why the last action failed or training stopped
-        self.source = ""
+        self.source = GraphSource("drawing")
         self.file_data: FileData | None = None  # a file's own features and split
         self.selected: tuple[int, ...] = ()  # nodes selected on the canvas
         self.canvas_acks: dict[str, int] = {}  # canvas client -> last applied event
@@ -93,12 +94,12 @@ class Workspace:
         self._graph: Graph | None = None
         if not self.task.editable:
             self.history = History(Drawing())
-            self.source = f"dataset: {self.config.graph}"
+            self.source = GraphSource("dataset", self.config.graph)
             self.reset()
             if self.run is not None:
                 self.show_sample(0)
             return
-        self.source = f"preset: {self.config.graph}"
+        self.source = GraphSource("preset", self.config.graph)
         gf = preset_file(self.config.graph)
         if gf is not None:
             drawing, self.file_data, _ = _from_file(gf, self.config.seed)
@@ -224,7 +225,7 @@ class Workspace:
         if not task.editable:  # a dataset of graphs
             features = task.usable_features(self.config.features)
             config = self.config.replace(graph=name, difficulty=0.0, features=features)
-            self._replace_graph(Drawing(), f"dataset: {name}", None, config)
+            self._replace_graph(Drawing(), GraphSource("dataset", name), None, config)
             self.show_sample(0)
             self.notice = (f"Loaded the {name} dataset: {len(self.run.task.graphs)} graphs, one "
                            "label each.")
@@ -235,7 +236,7 @@ class Workspace:
             drawing, data, _ = _from_file(gf, config.seed)
             features = PRESETS[name].default_features if data.features is not None else (
                 "one_hot" if config.features == "file" else config.features)
-            self._replace_graph(drawing, f"preset: {name}", data,
+            self._replace_graph(drawing, GraphSource("preset", name), data,
                                 config.replace(features=features))
             self.notice = (f"Loaded {name}: {drawing.num_nodes:,} nodes, its own features "
                            f"and {self.split_info()}.")
@@ -243,10 +244,10 @@ class Workspace:
         if config.features == "file":
             config = config.replace(features=PRESETS[name].default_features)
         drawing = from_preset(name, seed=config.seed, difficulty=difficulty)
-        self._replace_graph(drawing, f"preset: {name}", None, config)
+        self._replace_graph(drawing, GraphSource("preset", name), None, config)
         self.notice = f"Loaded {name}."
 
-    def load_drawing(self, drawing: Drawing, source: str) -> None:
+    def load_drawing(self, drawing: Drawing, source: GraphSource) -> None:
         """Replace the graph with ``drawing`` (e.g. from a shared link)."""
         if not self.task.editable:
             raise ValueError("a drawn graph cannot go with a graph-classification dataset")
@@ -267,7 +268,7 @@ class Workspace:
             features = SCALABLE_FEATURES[0]
             warnings.append(f"{drawing.num_nodes:,} nodes and no features in the file: "
                             f"node features are '{features}' (one-hot ids would not fit)")
-        self._replace_graph(drawing, f"file: {filename}", file_data,
+        self._replace_graph(drawing, GraphSource("file", filename), file_data,
                             self.config.replace(features=features))
         self.notice = (f"Loaded {filename}: {drawing.num_nodes:,} nodes, {len(drawing.edges):,} "
                        f"edges; {self.split_info()}.")
@@ -282,7 +283,8 @@ class Workspace:
                     else SCALABLE_FEATURES[0])  # one-hot ids of a big graph would not fit
         self.set_config(self.config.replace(features="file" if use else fallback))
 
-    def _replace_graph(self, drawing: Drawing, source: str, file_data, config) -> None:
+    def _replace_graph(self, drawing: Drawing, source: GraphSource, file_data,
+                       config) -> None:
         saved = dict(vars(self))  # every attribute is replaced, never mutated, below
         self.history, self.source, self.config = History(drawing), source, config
         self.revision += 1
@@ -682,28 +684,6 @@ def _malloc_trim():
         return None
 
 
-#: above this many edges, communities come from label propagation: networkx's
-#: Louvain took 125 s of a 100,000-edge upload's 134 s (2-core machine)
-LOUVAIN_MAX_EDGES = 50_000
-
-
-def _community_labels(drawing: Drawing) -> list[int]:
-    """Labels for a graph without any: its communities, largest first (at most
-    ``MAX_LABEL + 1``; nodes in smaller ones stay unlabelled)."""
-    labels = [-1] * drawing.num_nodes
-    G = drawing.to_networkx().to_undirected()
-    if G.number_of_edges() > LOUVAIN_MAX_EDGES:
-        found = nx.community.asyn_lpa_communities(G, seed=0)  # linear in the edges
-    elif G.number_of_nodes() > 2000:  # greedy modularity is quadratic-ish; Louvain is not
-        found = nx.community.louvain_communities(G, seed=0)
-    else:
-        found = nx.community.greedy_modularity_communities(G)
-    for c, members in enumerate(sorted(found, key=lambda m: (-len(m), min(m)))[:MAX_LABEL + 1]):
-        for n in members:
-            labels[n] = c
-    return labels
-
-
 def _fresh_name(drawing: Drawing, taken=()) -> str:
     """The smallest number from the node count up not used as a node name (nor
     in ``taken``)."""
@@ -747,8 +727,8 @@ def _from_file(gf, seed: int) -> tuple[Drawing, FileData, list[str]]:
     drawing = gf.to_drawing(seed=seed)  # big graphs stay unplaced: the canvas lays out a view
     warnings = list(gf.warnings)
     if gf.labels is None or not np.any(np.asarray(gf.labels) >= 0):
-        labels = _community_labels(drawing)
-        drawing = dataclasses.replace(drawing, labels=tuple(labels))
+        labels = community_labels(drawing.to_networkx(), MAX_LABEL + 1)
+        drawing = dataclasses.replace(drawing, labels=tuple(labels.tolist()))
         warnings.append("the file has no labels: nodes are labelled by community")
     features = None if gf.features is None else np.asarray(gf.features, np.float32)
     split = None if gf.split is None else tuple(np.asarray(m, bool) for m in gf.split)

@@ -53,7 +53,7 @@ def test_choosing_a_preset_replaces_the_graph(at):
     at.selectbox(key="g_preset").set_value("petersen").run()
     _ok(at)
     assert _metric(at, "Nodes") == "10" and _metric(at, "Edges") == "15"
-    assert _ws(at).source == "preset: petersen"
+    assert str(_ws(at).source) == "preset: petersen"
     at.selectbox(key="g_preset").set_value("sbm").run()
     at.slider(key="g_difficulty").set_value(0.5).run()
     _ok(at)
@@ -100,7 +100,7 @@ def test_a_valid_upload_replaces_the_graph(at):
         ("ring.edgelist", b"a b\nb c\nc a\nc d\nd e\ne f\nf d\n", "text/plain")).run()
     _ok(at)
     assert _metric(at, "Nodes") == "6" and _metric(at, "Edges") == "7"
-    assert _ws(at).source == "file: ring.edgelist"
+    assert str(_ws(at).source) == "file: ring.edgelist"
     assert "labelled by community" in _texts(at.warning)
 
 

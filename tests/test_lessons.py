@@ -126,7 +126,7 @@ def test_lessons_that_train_set_up_the_explorer_and_its_verdict_changes():
     at.selectbox(key="l_pick").set_value("frozen-batchnorm").run()
     assert not at.exception, at.exception
     ws = at.session_state["workspace"]
-    assert ws.source == "preset: karate"
+    assert str(ws.source) == "preset: karate"
     assert (ws.config.mode, ws.config.batch_norm, ws.steps_done) == ("jax.jit", True, 10)
     assert ws.audit().verdict.status == "frozen"
     assert at.sidebar.checkbox(key="m_batch_norm").value is True  # the model panel follows

@@ -22,6 +22,7 @@ from explorer.links import (
     encode,
     graph_blob,
 )
+from explorer.sources import GraphSource
 
 CONFIGS = [
     RunConfig(),
@@ -247,7 +248,8 @@ def test_the_app_encodes_an_edited_graph_once_and_says_when_it_does_not_fit(monk
     at.run()
     at.button(key="t_step").click().run()
     assert len(calls) == 1 and "g" in at.query_params  # one drawing, one encoding
-    ws.load_drawing(_drawing(MAX_LINK_NODES + 5, [(0, 1), (1, 2)]), "big.edgelist")
+    ws.load_drawing(_drawing(MAX_LINK_NODES + 5, [(0, 1), (1, 2)]),
+                    GraphSource("drawing", "big.edgelist"))
     at.run()
     assert not at.exception, at.exception
     assert "g" not in at.query_params

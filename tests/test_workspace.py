@@ -8,6 +8,7 @@ from explorer.config import LayerConfig, RunConfig
 from explorer.engine import MODES
 from explorer.graphio import GraphFileError
 from explorer.race import race
+from explorer.sources import GraphSource
 from explorer.workspace import Workspace
 
 
@@ -179,7 +180,7 @@ def test_deleting_every_node_leaves_no_run_and_a_clear_message(ws):
 
 def test_valid_upload_replaces_the_graph(ws):
     warnings = ws.load_file("tri.edgelist", b"a b\nb c\nc a\nc d\nd e\ne f\nf d\n")
-    assert ws.stats().nodes == 6 and ws.source == "file: tri.edgelist"
+    assert ws.stats().nodes == 6 and str(ws.source) == "file: tri.edgelist"
     assert any("community" in w for w in warnings)
     assert sorted(set(ws.drawing.labels)) == [0, 1]
     assert ws.run.graph.num_nodes == 6
@@ -245,7 +246,7 @@ def test_load_preset_validates_and_keeps_the_graph_on_error(ws):
         ws.load_preset("sbm", difficulty=2.0)
     with pytest.raises(ValueError, match="graph"):
         ws.load_preset("nope")
-    assert ws.stats().nodes == 60 and ws.source == "preset: sbm"
+    assert ws.stats().nodes == 60 and str(ws.source) == "preset: sbm"
 
 
 def test_jax_jit_is_diagnosed_frozen_and_the_heatmap_is_blank():
@@ -514,7 +515,8 @@ def test_a_graph_with_nothing_labelled_to_train_on_says_so():
     from explorer.drawing import Drawing
     assert Workspace(RunConfig()).training_hint() == ""  # karate: 8 labelled train nodes
     ws = Workspace(RunConfig())
-    ws.load_drawing(Drawing(names=("a",), labels=(-1,), positions=((0.0, 0.0),)), "one node")
+    ws.load_drawing(Drawing(names=("a",), labels=(-1,), positions=((0.0, 0.0),)),
+                    GraphSource("drawing", "one node"))
     assert ws.run is not None
     assert ws.training_hint().startswith("Nothing to learn from: no node has a label, so the "
                                          "loss is 0")
@@ -527,7 +529,7 @@ def test_community_labels_of_a_graph_with_many_edges_come_fast_and_within_the_cl
         monkeypatch):
     import networkx as nx
 
-    from explorer import workspace as workspace_module
+    from explorer import sources
     from explorer.drawing import Drawing
     from explorer.graphio import MAX_LABEL
 
@@ -538,8 +540,8 @@ def test_community_labels_of_a_graph_with_many_edges_come_fast_and_within_the_cl
     rng = np.random.default_rng(0)
     n = 6000
     pairs = {tuple(sorted(map(int, rng.choice(n, 2, replace=False))))
-             for _ in range(workspace_module.LOUVAIN_MAX_EDGES + 2000)}
+             for _ in range(sources.LOUVAIN_MAX_EDGES + 2000)}
     d = Drawing(names=tuple(map(str, range(n))), labels=(-1,) * n, positions=(None,) * n,
                 edges=tuple(sorted(pairs)))
-    labels = workspace_module._community_labels(d)
+    labels = sources.community_labels(d.to_networkx(), MAX_LABEL + 1).tolist()
     assert len(labels) == n and max(labels) <= MAX_LABEL and max(labels) >= 0

@@ -14,6 +14,7 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 from explorer import links
 from explorer.audit import AuditReport
 from explorer.config import RunConfig
+from explorer.sources import GraphSource
 from explorer.workspace import Workspace, release_memory
 
 log = logging.getLogger("explorer.ui")
@@ -53,7 +54,7 @@ def workspace() -> Workspace:
             ws = Workspace(RunConfig())
         if link.drawing is not None:
             try:
-                ws.load_drawing(link.drawing, "shared link")
+                ws.load_drawing(link.drawing, GraphSource("shared link"))
             except Exception as err:
                 log.exception("graph from the link failed")
                 link = dataclasses.replace(link, notices=link.notices + (
@@ -130,7 +131,7 @@ def sync_link(ws: Workspace) -> bool:
     (``False``: an edited or uploaded graph too big for a link, which then
     carries the settings only). The graph is encoded once per drawing, not on
     every rerun (a 300k-edge upload took 1.85 s a rerun)."""
-    edited = not ws.source.startswith(("preset", "dataset")) or len(ws.history) > 1
+    edited = not ws.source.shipped or len(ws.history) > 1
     params = links.encode(ws.config, classroom=classroom(),
                           lesson=st.session_state.get("lesson"))
     fits = True

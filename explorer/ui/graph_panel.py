@@ -49,8 +49,7 @@ def _load_preset(ws: Workspace) -> None:
 def _source(ws: Workspace) -> None:
     # an uploaded or drawn graph gets its own entry, so the box never names a
     # preset that is no longer on show
-    current = (ws.config.graph if ws.source.startswith(("preset", "dataset"))
-               else ws.source)
+    current = ws.config.graph if ws.source.shipped else str(ws.source)
     options = SOURCES if current in SOURCES else [current, *SOURCES]
     if _S.get("g_preset") != current or "g_preset" not in _S:
         _S.g_preset = current
@@ -87,7 +86,7 @@ def _source(ws: Workspace) -> None:
             _S.g_upload_warnings = warnings
             st.rerun()  # the model panel (drawn first) must see the new graph
     show_error("upload")
-    if ws.source.startswith("file") and _S.get("g_upload_warnings"):
+    if ws.source.kind == "file" and _S.get("g_upload_warnings"):
         st.warning(plain("; ".join(_S.g_upload_warnings)))
     if ws.has_file_features:
         st.checkbox("Use the graph's own node features", key="g_file_features",
@@ -348,7 +347,7 @@ def render(ws: Workspace) -> None:
     else:
         with st.expander("Per-graph predictions", expanded=True):
             _predictions(table)
-    st.caption(f"Source: {plain(ws.source)}")
+    st.caption(f"Source: {plain(str(ws.source))}")
 
 
 def _summary(ws: Workspace, table: list[dict]) -> None:

@@ -15,6 +15,7 @@ import streamlit as st
 from explorer import plots
 from explorer.config import RunConfig
 from explorer.lessons import LESSONS, Lesson, Outcome, find
+from explorer.sources import GraphSource
 from explorer.workspace import Workspace
 
 _S = st.session_state
@@ -41,7 +42,7 @@ def _picked() -> None:
 def _load_setup(ws: Workspace, lesson: Lesson, config: RunConfig) -> None:
     """Put the lesson's graph, model and mode into the explorer's panels."""
     loaded_seed = None
-    if not ws.task.editable or ws.source != f"preset: {config.graph}":
+    if ws.source != GraphSource("preset", config.graph):
         ws.load_preset(config.graph, difficulty=config.difficulty)
         loaded_seed = ws.config.seed
     if not ws.set_config(config):

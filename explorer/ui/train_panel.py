@@ -169,7 +169,7 @@ def script_download(ws: Workspace) -> tuple[Callable[[], str], str] | None:
         return None
     config = ws.config
     if config.task.editable:  # a drawn or uploaded graph goes into the script
-        name = ws.source.split(":", 1)[-1].strip() or "graph"
+        name = ws.source.name or "graph"
         make = functools.partial(script_for, config, ws.run.graph, graph_name=name)
     else:
         make = functools.partial(script_for, config)
