@@ -7,11 +7,11 @@ pass of a gather/scatter is a scatter/gather over the *other* endpoint, so its
 index order matters too). All variants are checked against a float64 numpy
 reference.
 
-Usage::
+Usage (from the repository root)::
 
-    python benchmarks/bench_aggregation.py           # both shapes, F = 64 and 16
-    python benchmarks/bench_aggregation.py --quick
-    python benchmarks/bench_aggregation.py --shapes cora --features 64 --only bcoo,seg_sorted_flag
+    python -m benchmarks.bench_aggregation           # both shapes, F = 64 and 16
+    python -m benchmarks.bench_aggregation --quick
+    python -m benchmarks.bench_aggregation --shapes cora --features 64 --only bcoo,seg_sorted_flag
 """
 
 from __future__ import annotations
@@ -21,19 +21,57 @@ import gc
 import statistics
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.experimental import sparse
 
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-from common import GraphData, machine_info, print_table, shapes, versions  # noqa: E402
-from jax.experimental import sparse  # noqa: E402
+from benchmarks.common import GraphData, machine_info, print_table, shapes, versions
 
 DENSE_MAX_NODES = 5000  # a dense [N, N] adjacency only for small graphs
 PROMISE = jax.lax.GatherScatterMode.PROMISE_IN_BOUNDS
+
+
+# ----------------------------------------------------------------- CSR
+# The CSR product with a custom VJP (``bcsr_vjp`` below) is the kernel gnncore
+# adopted; ``bench_variants`` builds its prototype convs on these helpers.
+def indptr(rows: np.ndarray, n: int) -> np.ndarray:
+    """CSR row pointers of ``n`` rows for the sorted row indices ``rows``."""
+    return np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=n))]).astype(np.int32)
+
+
+def csr(rows, cols, vals, shape):
+    """BCSR with entries ``vals`` at (rows, cols); rows must be sorted."""
+    return sparse.BCSR((jnp.asarray(vals, jnp.float32), jnp.asarray(cols.astype(np.int32)),
+                        jnp.asarray(indptr(rows, shape[0]))), shape=shape,
+                       indices_sorted=True)
+
+
+def csr_pair(rows, cols, vals, shape) -> dict:
+    """{'a': M, 'at': M^T} as BCSR, from COO triples in any order."""
+    o = np.lexsort((cols, rows))
+    t = np.lexsort((rows, cols))
+    return {"a": csr(rows[o], cols[o], vals[o], shape),
+            "at": csr(cols[t], rows[t], vals[t], shape[::-1])}
+
+
+@jax.custom_vjp
+def spmm(op, x):
+    """``op['a'] @ x`` with the backward ``op['at'] @ ct`` (constant matrix):
+    both directions on JAX's native CPU CSR kernel."""
+    return op["a"] @ x
+
+
+def _spmm_fwd(op, x):
+    return op["a"] @ x, op
+
+
+def _spmm_bwd(op, ct):
+    return None, op["at"] @ ct
+
+
+spmm.defvjp(_spmm_fwd, _spmm_bwd)
 
 
 # ----------------------------------------------------------------- kernels
@@ -120,36 +158,25 @@ def _custom_vjp_sorted():
     return prepare, spmm
 
 
+def _matmul(x, p):
+    """The kernels that hold the whole operator as one matrix ``p['a']``."""
+    return p["a"] @ x
+
+
 def _bcoo(order):
     def prepare(g, rng):
         src, dst, w = _edges(g, order, rng)
         a = sparse.BCOO((jnp.asarray(w), jnp.asarray(np.stack([dst, src], 1))),
                         shape=(g.num_nodes, g.num_nodes), indices_sorted=order == "target")
         return {"a": a}
-
-    def apply(x, p):
-        return p["a"] @ x
-    return prepare, apply
+    return prepare, _matmul
 
 
 def _bcsr():
     def prepare(g, rng):
         src, dst, w = _edges(g, "target", rng)
-        indptr = np.concatenate([[0], np.cumsum(np.bincount(dst, minlength=g.num_nodes))])
-        a = sparse.BCSR((jnp.asarray(w), jnp.asarray(src), jnp.asarray(indptr.astype(np.int32))),
-                        shape=(g.num_nodes, g.num_nodes), indices_sorted=True)
-        return {"a": a}
-
-    def apply(x, p):
-        return p["a"] @ x
-    return prepare, apply
-
-
-def _csr(n, rows, cols, w):
-    """BCSR of the [n, n] matrix with entries w at (rows, cols); rows sorted."""
-    indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=n))]).astype(np.int32)
-    return sparse.BCSR((jnp.asarray(w), jnp.asarray(cols.astype(np.int32)),
-                        jnp.asarray(indptr)), shape=(n, n), indices_sorted=True)
+        return {"a": csr(dst, src, w, (g.num_nodes, g.num_nodes))}
+    return prepare, _matmul
 
 
 def _bcsr_vjp():
@@ -159,22 +186,11 @@ def _bcsr_vjp():
     (edges sorted by source) is built once on the host, like the sort by target."""
     def prepare(g, rng):
         src, dst, w = _edges(g, "target", rng)
-        perm = np.lexsort((dst, src))
-        return {"a": _csr(g.num_nodes, dst, src, w),
-                "at": _csr(g.num_nodes, src[perm], dst[perm], w[perm])}
+        return csr_pair(dst, src, w, (g.num_nodes, g.num_nodes))
 
-    @jax.custom_vjp
-    def spmm(x, p):
-        return p["a"] @ x
-
-    def fwd(x, p):
-        return p["a"] @ x, p
-
-    def bwd(p, ct):
-        return p["at"] @ ct, None
-
-    spmm.defvjp(fwd, bwd)
-    return prepare, spmm
+    def apply(x, p):
+        return spmm(p, x)
+    return prepare, apply
 
 
 def _dense():
@@ -183,10 +199,7 @@ def _dense():
         a = np.zeros((g.num_nodes, g.num_nodes), np.float32)
         np.add.at(a, (dst, src), w)
         return {"a": jnp.asarray(a)}
-
-    def apply(x, p):
-        return p["a"] @ x
-    return prepare, apply
+    return prepare, _matmul
 
 
 def _ell():
@@ -212,10 +225,9 @@ def _cumsum_csr():
     pointers. No scatter at all; float32 prefix sums lose some precision."""
     def prepare(g, rng):
         src, dst, w = _edges(g, "target", rng)
-        indptr = np.concatenate([[0], np.cumsum(np.bincount(dst, minlength=g.num_nodes))])
+        ptr = indptr(dst, g.num_nodes)
         return {"src": jnp.asarray(src), "w": jnp.asarray(w),
-                "lo": jnp.asarray(indptr[:-1].astype(np.int32)),
-                "hi": jnp.asarray(indptr[1:].astype(np.int32))}
+                "lo": jnp.asarray(ptr[:-1]), "hi": jnp.asarray(ptr[1:])}
 
     def apply(x, p):
         msg = p["w"][:, None] * x[p["src"]]

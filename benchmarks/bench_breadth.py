@@ -1,8 +1,8 @@
 """Breadth benchmark: newer layers and graph classification, gnncore vs JraphX vs PyG (CPU).
 
 Two parts, both timing full training steps (forward + backward + Adam update)
-with the method of ``bench_layers.py`` (same graphs, interleaved rounds,
-compile reported apart from the step):
+with the runners of ``benchmarks/runners.py``, as ``bench_layers`` (same graphs,
+interleaved rounds, compile reported apart from the step):
 
 1. Node classification, 2-layer models of hidden width 64 on the random
    10k-node / 100k-edge graph and on Cora: GATv2 (4 heads), GIN and
@@ -15,47 +15,56 @@ compile reported apart from the step):
    compile per distinct batch); PyG ``Batch.from_data_list``. The batches are
    built once, before timing; the per-batch collate time is reported apart.
 
-Usage::
+Usage (from the repository root)::
 
-    python benchmarks/bench_breadth.py            # full run (~2-6 min on 2 cores)
-    python benchmarks/bench_breadth.py --quick    # smoke run
-    python benchmarks/bench_breadth.py --parts graph --only gnncore,pyg
+    python -m benchmarks.bench_breadth            # full run (~2-6 min on 2 cores)
+    python -m benchmarks.bench_breadth --quick    # smoke run
+    python -m benchmarks.bench_breadth --parts graph --only gnncore,pyg
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
-import json
-import os
 import sys
 import time
-from pathlib import Path
+from functools import partial
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from common import (  # noqa: E402
+from benchmarks.common import (
     GraphData,
-    machine_info,
+    fmt,
+    load_average,
     median_ms,
     print_table,
     shapes,
     sort_by_target,
-    timeit,
-    versions,
+)
+from benchmarks.runners import (
+    JaxRunner,
+    PygRunner,
+    add_step_options,
+    interleave,
+    node_runner,
+    print_machine,
+    print_ratio_table,
+    print_step_table,
+    ratio,
+    start_backends,
+    step_settings,
+    summarise,
+    time_rows,
+    two_layer_nnx,
+    two_layer_torch,
+    write_json,
 )
 
-FRAMEWORKS = ("gnncore", "jraphx", "pyg", "pyg1")
-# "pyg" runs torch with --torch-threads (default os.cpu_count()); "pyg1" with one
-# thread (see bench_layers.py: on a loaded machine one thread is often faster).
 NODE_MODELS = ("gatv2", "gin", "transformer")
 HIDDEN = 64
 HEADS = 4
-LR = 1e-2
-SPARSE_X_MAX_DENSITY = 0.05  # below this, gnncore takes the features as CSR
+# gnncore and "gnncore:max" (padded to the stream's largest batch) in the graph part
+JAX_GRAPH = ("gnncore", "gnncore:max", "jraphx")
 
 # graph classification
 GRAPHS_PER_BATCH = 64
@@ -63,44 +72,6 @@ GRAPH_FEATURES = 16
 GRAPH_CLASSES = 2
 GIN_LAYERS = 3
 MIN_NODES, MAX_NODES = 15, 30
-
-
-def _load() -> str:
-    try:
-        return " ".join(f"{v:.2f}" for v in os.getloadavg())
-    except OSError:
-        return "?"
-
-
-def _fmt(v, spec):
-    return "-" if v is None else format(v, spec)
-
-
-# ================================================================ JAX helpers
-def _jax_step_factory(graphdef, loss_fn, counter: list | None = None):
-    """A fresh jitted training step ``step(state, data) -> (state, loss)``.
-
-    ``loss_fn(model, data)``; ``counter`` (a one-item list) counts traces, i.e.
-    compiles, since every trace of a new shape is compiled."""
-    import jax
-    from flax import nnx
-
-    def step(state, data):
-        if counter is not None:
-            counter[0] += 1  # Python side effect: runs once per trace
-        model, optimizer = nnx.merge(graphdef, state)
-        loss, grads = nnx.value_and_grad(lambda m: loss_fn(m, data))(model)
-        optimizer.update(model, grads)
-        return nnx.state((model, optimizer)), loss
-
-    return jax.jit(step)
-
-
-def _node_loss(model, data):
-    import optax
-
-    x, edges, y = data
-    return optax.softmax_cross_entropy_with_integer_labels(model(x, edges), y).mean()
 
 
 class _MLP2:
@@ -153,23 +124,16 @@ def build_jraphx_node(kind: str, g: GraphData, seed: int):
 
     rngs = nnx.Rngs(seed)
     F, C = g.num_features, g.num_classes
-
-    class TwoLayer(nnx.Module):
-        def __init__(self, c1, c2, act):
-            self.c1, self.c2, self.act = c1, c2, act
-
-        def __call__(self, x, edge_index):
-            return self.c2(self.act(self.c1(x, edge_index)), edge_index)
-
     if kind == "gatv2":
-        return TwoLayer(GATv2Conv(F, HIDDEN // HEADS, heads=HEADS, rngs=rngs),
-                        GATv2Conv(HIDDEN, C, heads=1, concat=False, rngs=rngs), jax.nn.elu)
+        return two_layer_nnx(GATv2Conv(F, HIDDEN // HEADS, heads=HEADS, rngs=rngs),
+                             GATv2Conv(HIDDEN, C, heads=1, concat=False, rngs=rngs),
+                             jax.nn.elu)
     if kind == "gin":
-        return TwoLayer(GINConv(_MLP2.jraphx(F, HIDDEN, HIDDEN, rngs), rngs=rngs),
-                        GINConv(_MLP2.jraphx(HIDDEN, C, C, rngs), rngs=rngs), jax.nn.relu)
+        return two_layer_nnx(GINConv(_MLP2.jraphx(F, HIDDEN, HIDDEN, rngs), rngs=rngs),
+                             GINConv(_MLP2.jraphx(HIDDEN, C, C, rngs), rngs=rngs), jax.nn.relu)
     if kind == "transformer":
-        return TwoLayer(TransformerConv(F, HIDDEN // HEADS, heads=HEADS, rngs=rngs),
-                        TransformerConv(HIDDEN, C, heads=1, rngs=rngs), jax.nn.relu)
+        return two_layer_nnx(TransformerConv(F, HIDDEN // HEADS, heads=HEADS, rngs=rngs),
+                             TransformerConv(HIDDEN, C, heads=1, rngs=rngs), jax.nn.relu)
     raise ValueError(kind)
 
 
@@ -179,139 +143,21 @@ def build_pyg_node(kind: str, g: GraphData, seed: int):
 
     torch.manual_seed(seed)
     F, C = g.num_features, g.num_classes
-
-    class TwoLayer(torch.nn.Module):
-        def __init__(self, c1, c2, act):
-            super().__init__()
-            self.c1, self.c2, self.act = c1, c2, act
-
-        def forward(self, x, edge_index):
-            return self.c2(self.act(self.c1(x, edge_index)), edge_index)
-
     if kind == "gatv2":
-        return TwoLayer(GATv2Conv(F, HIDDEN // HEADS, heads=HEADS),
-                        GATv2Conv(HIDDEN, C, heads=1, concat=False), torch.nn.functional.elu)
+        return two_layer_torch(GATv2Conv(F, HIDDEN // HEADS, heads=HEADS),
+                               GATv2Conv(HIDDEN, C, heads=1, concat=False),
+                               torch.nn.functional.elu)
     if kind == "gin":
-        return TwoLayer(GINConv(_MLP2.pyg(F, HIDDEN, HIDDEN)), GINConv(_MLP2.pyg(HIDDEN, C, C)),
-                        torch.relu)
+        return two_layer_torch(GINConv(_MLP2.pyg(F, HIDDEN, HIDDEN)),
+                               GINConv(_MLP2.pyg(HIDDEN, C, C)), torch.relu)
     if kind == "transformer":
-        return TwoLayer(TransformerConv(F, HIDDEN // HEADS, heads=HEADS),
-                        TransformerConv(HIDDEN, C, heads=1), torch.relu)
+        return two_layer_torch(TransformerConv(F, HIDDEN // HEADS, heads=HEADS),
+                               TransformerConv(HIDDEN, C, heads=1), torch.relu)
     raise ValueError(kind)
 
 
-class JaxRunner:
-    """A gnncore or JraphX model with its jitted step over a list of inputs
-    (one graph for node classification, a stream of batches for graphs)."""
-
-    def __init__(self, model, inputs: list, loss_fn):
-        import jax
-        import optax
-        from flax import nnx
-
-        self.inputs, self.i, self.loss_fn = inputs, 0, loss_fn
-        optimizer = nnx.Optimizer(model, optax.adam(LR), wrt=nnx.Param)
-        self.graphdef, self.state = nnx.split((model, optimizer))
-        jax.block_until_ready((self.inputs, self.state))
-        self.sync = jax.block_until_ready
-        self.traces = [0]
-        self.jitted = _jax_step_factory(self.graphdef, loss_fn, self.traces)
-
-    def _next(self):
-        data = self.inputs[self.i]
-        self.i = (self.i + 1) % len(self.inputs)
-        return data
-
-    def step(self):
-        self.state, loss = self.jitted(self.state, self._next())
-        return self.state, loss
-
-    def timed_step(self) -> tuple[float, float, bool]:
-        """One synced step: (seconds, loss, whether it traced and compiled)."""
-        before = self.traces[0]
-        t0 = time.perf_counter()
-        state, loss = self.step()
-        self.sync((state, loss))
-        return time.perf_counter() - t0, float(loss), self.traces[0] > before
-
-    def loss_on(self, k: int) -> float:
-        """The loss of a step on input ``k`` (the step is applied)."""
-        self.state, loss = self.jitted(self.state, self.inputs[k])
-        return float(loss)
-
-    def breakdown(self) -> tuple[float, float]:
-        """AOT timings of a fresh jit of the step: (trace+lower s, XLA compile s)."""
-        fresh = _jax_step_factory(self.graphdef, self.loss_fn)
-        t0 = time.perf_counter()
-        lowered = fresh.lower(self.state, self.inputs[0])
-        t1 = time.perf_counter()
-        lowered.compile()
-        return t1 - t0, time.perf_counter() - t1
-
-
-class PygRunner:
-    """A PyG model with torch.optim.Adam, eager, over a list of inputs
-    ``(x, edge_index, batch_or_None, y)``."""
-
-    def __init__(self, model, inputs: list, *, threads: int):
-        import torch
-
-        self.torch, self.threads = torch, threads
-        torch.set_num_threads(threads)
-        self.model, self.inputs, self.i = model, inputs, 0
-        self.model.train()  # no dropout anywhere: train mode does the same work
-        self.opt = torch.optim.Adam(self.model.parameters(), lr=LR)
-        self.sync = lambda loss: loss.item()
-
-    def _run(self, data):
-        import torch.nn.functional as F
-
-        if self.torch.get_num_threads() != self.threads:  # "pyg" and "pyg1" alternate
-            self.torch.set_num_threads(self.threads)
-        x, edge_index, batch, y = data
-        self.opt.zero_grad(set_to_none=True)
-        out = self.model(x, edge_index) if batch is None else self.model(x, edge_index, batch)
-        loss = F.cross_entropy(out, y)
-        loss.backward()
-        self.opt.step()
-        return loss
-
-    def step(self):
-        data = self.inputs[self.i]
-        self.i = (self.i + 1) % len(self.inputs)
-        return self._run(data)
-
-    def timed_step(self) -> tuple[float, float, bool]:
-        t0 = time.perf_counter()
-        loss = float(self.step().item())
-        return time.perf_counter() - t0, loss, False
-
-    def loss_on(self, k: int) -> float:
-        return float(self._run(self.inputs[k]).item())
-
-
-def node_runner(fw: str, kind: str, g: GraphData, *, torch_threads: int, seed: int = 0):
-    if fw in ("pyg", "pyg1"):
-        import torch
-
-        data = (torch.from_numpy(g.x), torch.from_numpy(g.edge_index.astype("int64")), None,
-                torch.from_numpy(g.y.astype("int64")))
-        return PygRunner(build_pyg_node(kind, g, seed), [data],
-                         threads=torch_threads if fw == "pyg" else 1)
-    import jax.numpy as jnp
-
-    if fw == "gnncore":
-        from gnncore import Graph, SparseFeatures
-
-        # The documented fast path: graph.adj (CSR both ways) instead of edge_index,
-        # mostly-zero features (Cora: 1.3 %) as CSR; dense features stay dense.
-        graph = Graph.from_arrays(g.edge_index, g.x, y=g.y)
-        density = float(np.count_nonzero(g.x)) / g.x.size
-        x = SparseFeatures.from_dense(g.x) if density < SPARSE_X_MAX_DENSITY else graph.x
-        return JaxRunner(build_gnncore_node(kind, g, seed), [(x, graph.adj, graph.y)],
-                         _node_loss)
-    data = (jnp.asarray(g.x), jnp.asarray(g.edge_index), jnp.asarray(g.y))
-    return JaxRunner(build_jraphx_node(kind, g, seed), [data], _node_loss)
+NODE_BUILDERS = {"gnncore": build_gnncore_node, "jraphx": build_jraphx_node,
+                 "pyg": build_pyg_node}
 
 
 # =========================================================== graph-level part
@@ -471,59 +317,17 @@ def graph_runner(fw: str, batches: list, *, torch_threads: int, seed: int = 0):
     return JaxRunner(build_jraphx_graph(seed), batches, _graph_loss_jraphx)
 
 
-# ================================================================== timing
-def interleave(runners: dict, results: dict, *, steps: int, rounds: int,
-               max_row_s: float) -> None:
-    """The timed steps in ``rounds`` blocks alternating between the frameworks
-    (one untimed step after each switch), so slow drifts in load hit all alike.
-
-    A row stops a round early once it has spent ``max_row_s / rounds`` seconds
-    in it (at least 2 steps per round): under load, torch with 2 threads can
-    take over a second per step, and the run must still end in minutes."""
-    per_round = [steps // rounds + (i < steps % rounds) for i in range(rounds)]
-    budget = max_row_s / rounds
-    for n in per_round:
-        for fw, r in runners.items():
-            timeit(r.step, r.sync, steps=0, warmup=1)
-            spent, times = 0.0, results[fw]["times"]
-            for k in range(n):
-                if k >= 2 and spent > budget:
-                    break
-                t = timeit(r.step, r.sync, steps=1, warmup=0)[0]
-                times.append(t)
-                spent += t
-
-
 def bench_node(kind: str, g: GraphData, frameworks: list[str], *, steps: int, warmup: int,
                rounds: int, breakdown: bool, torch_threads: int,
                max_row_s: float) -> list[dict]:
-    runners, results = {}, {}
-    for fw in frameworks:
-        gc.collect()
-        time.sleep(0.2)  # let the previous framework's worker threads go idle
-        r = node_runner(fw, kind, g, torch_threads=torch_threads)
-        first, loss0, _ = r.timed_step()
-        t0 = time.perf_counter()
-        for _ in range(warmup):  # at most ~3 s of warm-up (torch under load)
-            r.sync(r.step())
-            if time.perf_counter() - t0 > 3.0:
-                break
-        runners[fw], results[fw] = r, {"first_s": first, "loss0": loss0, "times": []}
-    interleave(runners, results, steps=steps, rounds=rounds, max_row_s=max_row_s)
-    out = []
-    for fw, r in runners.items():
-        res = results[fw]
-        res["loss1"] = r.loss_on(0)
-        res["median_ms"], res["min_ms"] = median_ms(res["times"]), 1e3 * min(res["times"])
-        jax_fw = fw in ("gnncore", "jraphx")
-        res["compile_s"] = res["first_s"] - res["median_ms"] / 1e3 if jax_fw else None
-        if breakdown and jax_fw:
-            res["lower_s"], res["xla_s"] = r.breakdown()
-        res.update(shape=g.name, model=kind, framework=fw)
-        out.append(res)
-        print(f"  done {g.name:6s} {kind:11s} {fw:7s} median {res['median_ms']:8.2f} ms"
-              f"  first call {res['first_s']:.2f} s", flush=True)
-    return out
+    """Time one (shape, model) for every framework; at most ~3 s of warm-up
+    (torch under load) and ``max_row_s`` timed seconds per row."""
+    makers = {fw: partial(node_runner, fw, kind, g, NODE_BUILDERS, torch_threads=torch_threads)
+              for fw in frameworks}
+    runners, results = time_rows(makers, steps=steps, warmup=warmup, rounds=rounds,
+                                 max_row_s=max_row_s, warmup_cap_s=3.0)
+    return summarise(runners, results, breakdown=breakdown, label=f"{g.name:6s} {kind:11s}",
+                     shape=g.name, model=kind)
 
 
 def bench_graph(frameworks: list[str], *, num_batches: int, steps: int, rounds: int,
@@ -561,8 +365,7 @@ def bench_graph(frameworks: list[str], *, num_batches: int, steps: int, rounds: 
         runners[fw] = r
         res = {"first_s": first[0][0], "loss0": first[0][1], "times": [],
                "collate_ms": 1e3 * collate_s, "first_pass": [t for t, _, _ in first],
-               "compiles": len(compiled) if fw in ("gnncore", "gnncore:max", "jraphx")
-               else None}
+               "compiles": len(compiled) if fw in JAX_GRAPH else None}
         if fw.startswith("gnncore"):
             res["pad"] = tuple(int(v) for v in batches[0].shape_key())
             res["shape_keys"] = len({b.shape_key() for b in batches})
@@ -592,71 +395,31 @@ def bench_graph(frameworks: list[str], *, num_batches: int, steps: int, rounds: 
 # ==================================================================== main
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--quick", action="store_true",
-                   help="few steps, fewer batches, no AOT breakdown (a smoke run)")
-    p.add_argument("--steps", type=int, default=None,
-                   help="timed steps per row (default 40; 10 with --quick)")
-    p.add_argument("--warmup", type=int, default=None,
-                   help="untimed steps, node part (default 5; 2)")
-    p.add_argument("--rounds", type=int, default=None,
-                   help="blocks alternating frameworks (default 4; 2 with --quick)")
-    p.add_argument("--only", default=",".join(FRAMEWORKS),
-                   help="comma list of frameworks: gnncore,jraphx,pyg,pyg1")
+    add_step_options(p, quick_help="few steps, fewer batches, no AOT breakdown (a smoke run)")
     p.add_argument("--parts", default="node,graph", help="comma list: node,graph")
     p.add_argument("--models", default=",".join(NODE_MODELS),
                    help="node part, comma list: gatv2,gin,transformer")
     p.add_argument("--shapes", default="random,cora", help="node part: random,cora")
     p.add_argument("--batches", type=int, default=None,
                    help="distinct batches in the graph stream (default 20; 8 with --quick)")
-    p.add_argument("--no-breakdown", action="store_true",
-                   help="skip the AOT trace/compile breakdown of the JAX steps")
-    p.add_argument("--torch-threads", type=int, default=os.cpu_count(),
-                   help="torch.set_num_threads for the pyg rows (default: os.cpu_count())")
     p.add_argument("--max-row-s", type=float, default=8.0,
                    help="timed seconds per row before it stops early (default 8)")
-    p.add_argument("--json", type=Path, default=None, help="also write results here")
     args = p.parse_args(argv)
-    steps = args.steps or (10 if args.quick else 40)
-    warmup = args.warmup if args.warmup is not None else (2 if args.quick else 5)
-    rounds = max(1, min(steps, args.rounds or (2 if args.quick else 4)))
     num_batches = args.batches or (8 if args.quick else 20)
-    breakdown = not (args.quick or args.no_breakdown)
-    frameworks = [f for f in args.only.split(",") if f]
     parts = [s for s in args.parts.split(",") if s]
     models = [m for m in args.models.split(",") if m]
-    for f in frameworks:
-        if f not in FRAMEWORKS:
-            p.error(f"unknown framework {f!r}")
     for m in models:
         if m not in NODE_MODELS:
             p.error(f"unknown model {m!r}")
     for s in parts:
         if s not in ("node", "graph"):
             p.error(f"unknown part {s!r}")
-
-    import importlib.util
-    needs = {"jraphx": "jraphx", "pyg": "torch_geometric", "pyg1": "torch_geometric"}
-    missing = [f for f in frameworks if f in needs and importlib.util.find_spec(needs[f]) is None]
-    if missing:
-        print(f"skipping {', '.join(missing)}: not installed "
-              "(pip install -r requirements-bench.txt)")
-        frameworks = [f for f in frameworks if f not in missing]
+    cfg = step_settings(p, args)
+    frameworks, steps, rounds = cfg.frameworks, cfg.steps, cfg.rounds
 
     t_start = time.perf_counter()
-    info = machine_info()
-    print(f"machine: {info['cpu']}, {info['cores']} cores, {info['memory']}; "
-          f"python {info['python']}; load average {_load()}")
-    vers = versions(["jax", "jaxlib", "flax", "optax", "jraphx", "torch", "torch-geometric",
-                     "numpy"])
-    print("versions: " + ", ".join(f"{k} {v}" for k, v in vers.items()))
-    if any(f in ("gnncore", "jraphx") for f in frameworks):
-        import jax
-        import jax.numpy as jnp
-        jax.block_until_ready(jax.jit(lambda a: a + 1)(jnp.ones(3)))  # start the backend
-        print(f"jax backend: {jax.default_backend()}, devices {jax.devices()}")
-    if "pyg" in frameworks or "pyg1" in frameworks:
-        print(f"torch threads: pyg {args.torch_threads}, pyg1 1 "
-              f"(os.cpu_count() = {os.cpu_count()})")
+    info, vers = print_machine()
+    start_backends(frameworks, cfg.torch_threads)
     print(f"steps: {steps} timed per row (in {rounds} rounds alternating frameworks); "
           "dropout 0; Adam lr 0.01")
 
@@ -670,11 +433,15 @@ def main(argv=None) -> int:
         node_results = []
         for g in graphs:
             for kind in models:
-                node_results += bench_node(kind, g, frameworks, steps=steps, warmup=warmup,
-                                           rounds=rounds, breakdown=breakdown,
-                                           torch_threads=args.torch_threads,
+                node_results += bench_node(kind, g, frameworks, steps=steps, warmup=cfg.warmup,
+                                           rounds=rounds, breakdown=cfg.breakdown,
+                                           torch_threads=cfg.torch_threads,
                                            max_row_s=args.max_row_s)
-        print_node_tables(node_results, graphs, models)
+        print_step_table(node_results, n_column=True, title="Node classification: training "
+                         "step (forward + backward + Adam), CPU")
+        print_ratio_table(node_results, graphs, models, target=_target,
+                          target_header="target met (<=0.5 vs JraphX and best PyG)",
+                          title="Node classification ratios (median step; < 1: gnncore faster)")
         report["node"] = node_results
 
     if "graph" in parts:
@@ -685,62 +452,25 @@ def main(argv=None) -> int:
               f"{GRAPHS_PER_BATCH} graphs ({MIN_NODES}-{MAX_NODES} nodes), "
               f"GIN({HIDDEN}) x {GIN_LAYERS} + sum pool + linear, {GRAPH_CLASSES} classes")
         graph_results, stream = bench_graph(gfws, num_batches=num_batches, steps=steps,
-                                            rounds=rounds, torch_threads=args.torch_threads,
+                                            rounds=rounds, torch_threads=cfg.torch_threads,
                                             max_row_s=args.max_row_s)
         print_graph_tables(graph_results, stream)
         report["graph"], report["stream"] = graph_results, stream
 
     print(f"\ntotal wall time {time.perf_counter() - t_start:.0f} s; "
-          f"load average now {_load()}")
+          f"load average now {load_average()}")
     if args.json:
-        for part in ("node", "graph"):
-            for r in report.get(part, []):
-                r["times_ms"] = [1e3 * t for t in r.pop("times")]
-        args.json.write_text(json.dumps(report, indent=1, default=str))
+        write_json(args.json, report, ("node", "graph"))
     return 0
 
 
-def _ratio(base, other):
-    return "-" if base is None or other is None else f"{base / other:.2f}"
-
-
-def _target(base: float, jraphx: float | None, pyg: float | None, pyg1: float | None) -> str:
+def _target(base: dict, ms: dict) -> str:
     """'yes' when gnncore's step is <= 0.5 of JraphX's and of PyG's faster thread
     setting (under load, torch with 2 threads can be 10-50x slower than with 1,
     and a ratio against that would say nothing)."""
-    peers = [jraphx, min((v for v in (pyg, pyg1) if v is not None), default=None)]
-    return "yes" if all(p is None or base / p <= 0.5 for p in peers) else "no"
-
-
-def print_node_tables(results: list[dict], graphs: list[GraphData], models: list[str]) -> None:
-    rows = [[r["shape"], r["model"], r["framework"], _fmt(r["first_s"], ".2f"),
-             _fmt(r["compile_s"], ".2f"), _fmt(r.get("lower_s"), ".2f"),
-             _fmt(r.get("xla_s"), ".2f"), f"{r['median_ms']:.2f}", f"{r['min_ms']:.2f}",
-             len(r["times"]), f"{r['loss0']:.3f} -> {r['loss1']:.3f}"] for r in results]
-    print_table(["shape", "model", "framework", "first call s", "compile s", "trace+lower s",
-                 "XLA compile s", "median step ms", "min step ms", "n", "loss"], rows,
-                title="Node classification: training step (forward + backward + Adam), CPU")
-    by = {(r["shape"], r["model"], r["framework"]): r for r in results}
-    ratio_rows = []
-    for g in graphs:
-        for kind in models:
-            base = by.get((g.name, kind, "gnncore"))
-            if base is None:
-                continue
-            ms = {fw: (by[(g.name, kind, fw)]["median_ms"] if (g.name, kind, fw) in by
-                       else None) for fw in ("jraphx", "pyg", "pyg1")}
-            row = [g.name, kind] + [_ratio(base["median_ms"], ms[fw])
-                                    for fw in ("jraphx", "pyg", "pyg1")]
-            jx = by.get((g.name, kind, "jraphx"))
-            row.append(f"{base['compile_s']:.2f}" + ("" if jx is None
-                                                      else f" / {jx['compile_s']:.2f}"))
-            row.append(_target(base["median_ms"], ms["jraphx"], ms["pyg"], ms["pyg1"]))
-            ratio_rows.append(row)
-    if ratio_rows:
-        print_table(["shape", "model", "step gnncore/JraphX", "step gnncore/PyG",
-                     "step gnncore/PyG 1 thread", "compile s gnncore / JraphX",
-                     "target met (<=0.5 vs JraphX and best PyG)"], ratio_rows,
-                    title="Node classification ratios (median step; < 1: gnncore faster)")
+    pyg = min((v for v in (ms["pyg"], ms["pyg1"]) if v is not None), default=None)
+    return ("yes" if all(v is None or base["median_ms"] / v <= 0.5 for v in (ms["jraphx"], pyg))
+            else "no")
 
 
 def print_graph_tables(results: list[dict], stream: dict) -> None:
@@ -752,8 +482,8 @@ def print_graph_tables(results: list[dict], stream: dict) -> None:
             n, e, gcount = r["pad"]
             print(f"{r['framework']}: padded to {n} nodes, {e} edges, {gcount} graph slots; "
                   f"{r['shape_keys']} distinct shape(s) over the stream")
-    rows = [[r["framework"], f"{r['collate_ms']:.2f}", _fmt(r["compiles"], "d"),
-             _fmt(r["compile_s"], ".2f"), f"{r['first_s']:.2f}", f"{r['median_ms']:.2f}",
+    rows = [[r["framework"], f"{r['collate_ms']:.2f}", fmt(r["compiles"], "d"),
+             fmt(r["compile_s"], ".2f"), f"{r['first_s']:.2f}", f"{r['median_ms']:.2f}",
              f"{r['min_ms']:.2f}", len(r["times"]), f"{r['loss0']:.3f} -> {r['loss1']:.3f}"]
             for r in results]
     print_table(["framework", "collate ms/batch", "compiles over stream",
@@ -766,14 +496,12 @@ def print_graph_tables(results: list[dict], stream: dict) -> None:
         base = by.get(name)
         if base is None:
             continue
-        row = [name] + [_ratio(base["median_ms"], by[o]["median_ms"] if o in by else None)
-                        for o in ("jraphx", "pyg", "pyg1")]
-        jx = by.get("jraphx")
-        row.append(f"{base['compile_s']:.2f}" + ("" if jx is None
-                                                  else f" / {jx['compile_s']:.2f}"))
         ms = {o: by[o]["median_ms"] if o in by else None for o in ("jraphx", "pyg", "pyg1")}
-        row.append(_target(base["median_ms"], ms["jraphx"], ms["pyg"], ms["pyg1"]))
-        ratio_rows.append(row)
+        jx = by.get("jraphx")
+        ratio_rows.append([name, *(ratio(base["median_ms"], v) for v in ms.values()),
+                           f"{base['compile_s']:.2f}" + ("" if jx is None
+                                                         else f" / {jx['compile_s']:.2f}"),
+                           _target(base, ms)])
     if ratio_rows:
         print_table(["gnncore variant", "step gnncore/JraphX", "step gnncore/PyG",
                      "step gnncore/PyG 1 thread", "compile s (all) gnncore / JraphX",

@@ -38,9 +38,9 @@ every 20 ms and bounded by a timeout, after which the value is reported as
 missing. Nothing here downloads anything: Chromium is ``/usr/bin/chromium``
 (``$EXPLORER_CHROMIUM``).
 
-Usage::
+Usage (from the repository root)::
 
-    python benchmarks/bench_cora_ui.py [--rounds N] [--json PATH] [--shots DIR]
+    python -m benchmarks.bench_cora_ui [--rounds N] [--json PATH] [--shots DIR]
                                        [--height PX]
 """
 
@@ -52,27 +52,24 @@ import json
 import os
 import re
 import statistics
-import sys
 import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(HERE))
-os.environ.setdefault("JAX_PLATFORMS", "cpu")
-
-from common import (  # noqa: E402
+from benchmarks.common import (
     CHROMIUM,
     CHROMIUM_ARGS,
+    PAINT_MS,
     AppServer,
+    load_average,
     machine_info,
     playwright_or_exit,
     print_table,
     versions,
 )
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 WIDTH = 1400
 
@@ -99,8 +96,6 @@ TARGET_FIRST_POINT_S = 3.0
 TARGET_ANSWER_S = 1.0
 TARGET_TEST_ACC = 80
 
-HEALTH_TIMEOUT_S = 90
-PAINT_MS = 240_000  # the first session imports JAX and the app: slow under load
 FIRST_POINT_MS = 120_000
 ANSWER_MS = 30_000
 RUN_MS = 600_000
@@ -249,13 +244,6 @@ COLOURS_JS = """() => { const b = document.querySelector('.gc-box');
     return b ? b.gcCanvas.cy.nodes().map(n => n.id() + ':' + n.data('colour')).join(',') : ''; }"""
 CAPTION_JS = """(text) => [...document.querySelectorAll('[data-testid="stCaptionContainer"]')]
     .some(e => e.innerText.includes('Shapes:') && e.innerText.includes(text))"""
-
-
-def load_average() -> str:
-    try:
-        return " ".join(f"{x:.2f}" for x in os.getloadavg())
-    except OSError:
-        return "?"
 
 
 def cpus() -> int:
@@ -626,7 +614,7 @@ def main() -> None:
     server = AppServer(name="bench_cora_ui")
     problems: list[str] = []
     try:
-        health = server.wait_healthy(HEALTH_TIMEOUT_S)
+        health = server.wait_healthy()
         url = f"{server.url}/?{query}"
         click_url = f"{server.url}/?" + urllib.parse.urlencode(
             {**LINK, "epochs": str(CLICK_STEPS)}, safe=",")

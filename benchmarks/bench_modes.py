@@ -6,29 +6,23 @@ dominates) and on a random graph with 10,000 nodes / 100,000 edges / 128
 features (the compiled work dominates). Prints the table and the per-step
 ratios nnx.jit / functional, cached_partial / functional and eager / functional.
 
-Usage::
+Usage (from the repository root)::
 
-    python benchmarks/bench_modes.py [--steps N] [--eager-steps N] [--rounds R]
+    python -m benchmarks.bench_modes [--steps N] [--eager-steps N] [--rounds R]
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from common import machine_info, print_table, random_graph, versions  # noqa: E402
-
-from explorer.config import JIT_MODES, LayerConfig, RunConfig  # noqa: E402
-from explorer.engine import Run  # noqa: E402
-from explorer.sources import split_per_class  # noqa: E402
-from gnncore import Graph  # noqa: E402
+from benchmarks.common import machine_info, print_table, random_graph, versions
+from explorer.config import JIT_MODES, LayerConfig, RunConfig
+from explorer.engine import Run
+from explorer.sources import split_per_class
+from gnncore import Graph
 
 
 def large_graph() -> Graph:

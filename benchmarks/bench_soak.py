@@ -31,9 +31,9 @@ Every click is a ``page.mouse.click`` at the button's centre (``.st-key-t_play
 button``, ``.st-key-t_reset button``). Nothing here downloads anything:
 Chromium is ``/usr/bin/chromium`` (``$EXPLORER_CHROMIUM``).
 
-Usage::
+Usage (from the repository root)::
 
-    python benchmarks/bench_soak.py [--sessions N] [--cycles C] [--seconds S]
+    python -m benchmarks.bench_soak [--sessions N] [--cycles C] [--seconds S]
                                     [--after 10,30,60] [--session-ttl S] [--probe]
                                     [--link QUERY] [--json PATH]
 """
@@ -45,18 +45,15 @@ import datetime
 import json
 import os
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
-sys.path.insert(0, str(HERE))
-
-from common import (  # noqa: E402
+from benchmarks.common import (
     CHROMIUM,
     CHROMIUM_ARGS,
+    PAINT_MS,
+    REPO,
     AppServer,
     machine_info,
     playwright_or_exit,
@@ -69,8 +66,6 @@ from common import (  # noqa: E402
 LINK = ("graph=cora&features=file&layers=gcn-16,gcn-16&dropout=0.5&learning_rate=0.01"
         "&weight_decay=0.0005&optimizer=adam&activation=relu&epochs=5000&mode=nnx.jit")
 SAMPLE_S = 0.5
-HEALTH_TIMEOUT_S = 90
-PAINT_MS = 240_000  # the first session imports JAX and the app: slow under load
 POINT_MS = 120_000
 ANSWER_MS = 60_000
 POLL_MS = 50
@@ -266,7 +261,7 @@ def main() -> None:
     problems: list[str] = []
     wall = time.monotonic()
     try:
-        server.wait_healthy(HEALTH_TIMEOUT_S)
+        server.wait_healthy()
         sampler.start()
         time.sleep(1.0)
         figures["server idle"] = sampler.now()

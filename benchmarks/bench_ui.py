@@ -21,9 +21,9 @@ loaded that takes ~150 ms on this machine, between every two training ticks.
 Prints one row per round, mode and server, then the medians and the ratio
 UI/headless (target >= 0.80).
 
-Usage::
+Usage (from the repository root)::
 
-    python benchmarks/bench_ui.py [--rounds N] [--seconds S] [--warmup W] [--modes a,b]
+    python -m benchmarks.bench_ui [--rounds N] [--seconds S] [--warmup W] [--modes a,b]
                                   [--compare-gc]
 """
 
@@ -33,24 +33,20 @@ import argparse
 import os
 import re
 import statistics
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-os.environ.setdefault("JAX_PLATFORMS", "cpu")
+os.environ.setdefault("JAX_PLATFORMS", "cpu")  # before explorer imports JAX
 
-from common import (  # noqa: E402
+from benchmarks.common import (  # noqa: E402
     CHROMIUM,
     CHROMIUM_ARGS,
     AppServer,
+    load_average,
     machine_info,
     playwright_or_exit,
     print_table,
     versions,
 )
-
 from explorer.config import JIT_MODES, RunConfig  # noqa: E402
 from explorer.workspace import Workspace  # noqa: E402
 
@@ -89,13 +85,6 @@ SAMPLER_JS = """() => {
     }, 20);
     return performance.now();
 }"""
-
-
-def load_average() -> str:
-    try:
-        return " ".join(f"{x:.2f}" for x in os.getloadavg())
-    except OSError:
-        return "?"
 
 
 # ----------------------------------------------------------------- headless

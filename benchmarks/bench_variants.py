@@ -20,82 +20,33 @@ Prototypes:
 * ``+sparse-x``: additionally multiplies the (binary, 1.3 % dense) Cora features
   as a CSR matrix: ``X @ W`` forward, ``X^T @ g`` for the weight gradient.
 
-Usage::
+Usage (from the repository root)::
 
-    python benchmarks/bench_variants.py [--quick] [--steps N] [--shapes random,cora]
+    python -m benchmarks.bench_variants [--quick] [--steps N] [--shapes random,cora]
 """
 
 from __future__ import annotations
 
 import argparse
-import gc
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+from jax.experimental import sparse
 
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-import optax  # noqa: E402
-from bench_layers import LR, _jax_step_factory, build_gnncore, build_jraphx  # noqa: E402
-from common import (  # noqa: E402
-    GraphData,
-    machine_info,
-    median_ms,
-    print_table,
-    shapes,
-    timeit,
-    versions,
-)
-from flax import nnx  # noqa: E402
-from jax.experimental import sparse  # noqa: E402
-
-from gnncore import GATConv, GCNConv, Graph, SAGEConv  # noqa: E402
-from gnncore.segment import segment_softmax  # noqa: E402
-
-SPARSE_X_MAX_DENSITY = 0.05
+from benchmarks.bench_aggregation import csr_pair, indptr, spmm
+from benchmarks.bench_layers import build_gnncore, build_jraphx
+from benchmarks.common import GraphData, machine_info, median_ms, print_table, shapes, versions
+from benchmarks.runners import SPARSE_X_MAX_DENSITY, JaxRunner, time_rows, two_layer_nnx
+from gnncore import GATConv, GCNConv, Graph, SAGEConv
+from gnncore.segment import segment_softmax
 
 
 # ------------------------------------------------------------ CSR operators
-def _indptr(rows: np.ndarray, n: int) -> np.ndarray:
-    return np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=n))]).astype(np.int32)
-
-
-def _bcsr(rows, cols, vals, shape):
-    """BCSR with entries ``vals`` at (rows, cols); rows must be sorted."""
-    return sparse.BCSR((jnp.asarray(vals, jnp.float32), jnp.asarray(cols.astype(np.int32)),
-                        jnp.asarray(_indptr(rows, shape[0]))), shape=shape,
-                       indices_sorted=True)
-
-
-def _pair(rows, cols, vals, shape):
-    """{'a': M, 'at': M^T} as BCSR, from COO triples in any order."""
-    o = np.lexsort((cols, rows))
-    t = np.lexsort((rows, cols))
-    return {"a": _bcsr(rows[o], cols[o], vals[o], shape),
-            "at": _bcsr(cols[t], rows[t], vals[t], shape[::-1])}
-
-
-@jax.custom_vjp
-def spmm(op, x):
-    """``op['a'] @ x`` with the backward ``op['at'] @ ct`` (constant matrix)."""
-    return op["a"] @ x
-
-
-def _spmm_fwd(op, x):
-    return op["a"] @ x, op
-
-
-def _spmm_bwd(op, ct):
-    return None, op["at"] @ ct
-
-
-spmm.defvjp(_spmm_fwd, _spmm_bwd)
-
-
+# csr_pair, indptr and the custom-VJP spmm: bench_aggregation's ``bcsr_vjp`` kernel.
 def gcn_operator(g: GraphData) -> dict:
     """D^-1/2 (A + I) D^-1/2 as an off-diagonal CSR pair plus a diagonal."""
     src, dst = g.edge_index[0].astype(np.int64), g.edge_index[1].astype(np.int64)
@@ -104,7 +55,7 @@ def gcn_operator(g: GraphData) -> dict:
     src, dst = src[off], dst[off]
     deg = np.bincount(dst, minlength=n) + 1.0
     dinv = 1.0 / np.sqrt(deg)
-    op = _pair(dst, src, dinv[src] * dinv[dst], (n, n))
+    op = csr_pair(dst, src, dinv[src] * dinv[dst], (n, n))
     op["loop"] = jnp.asarray(dinv * dinv, jnp.float32)
     return op
 
@@ -113,7 +64,7 @@ def mean_operator(g: GraphData) -> dict:
     """Row-normalised adjacency (mean over in-neighbours) as a CSR pair."""
     src, dst = g.edge_index[0].astype(np.int64), g.edge_index[1].astype(np.int64)
     deg = np.bincount(dst, minlength=g.num_nodes)
-    return _pair(dst, src, 1.0 / np.maximum(deg[dst], 1), (g.num_nodes, g.num_nodes))
+    return csr_pair(dst, src, 1.0 / np.maximum(deg[dst], 1), (g.num_nodes, g.num_nodes))
 
 
 def gat_operator(g: GraphData) -> dict:
@@ -127,9 +78,9 @@ def gat_operator(g: GraphData) -> dict:
     src, dst = src[o], dst[o]
     perm = np.lexsort((dst, src))  # target order -> source order
     i32 = lambda a: jnp.asarray(a.astype(np.int32))  # noqa: E731
-    return {"src": i32(src), "dst": i32(dst), "indptr": jnp.asarray(_indptr(dst, n)),
+    return {"src": i32(src), "dst": i32(dst), "indptr": jnp.asarray(indptr(dst, n)),
             "perm": i32(perm), "t_cols": i32(dst[perm]),
-            "t_indptr": jnp.asarray(_indptr(src[perm], n))}
+            "t_indptr": jnp.asarray(indptr(src[perm], n))}
 
 
 @jax.custom_vjp
@@ -158,7 +109,7 @@ spmm_values.defvjp(_spmm_values_fwd, _spmm_values_bwd)
 
 def sparse_features(x: np.ndarray) -> dict:
     rows, cols = np.nonzero(x)
-    return _pair(rows, cols, x[rows, cols], x.shape)
+    return csr_pair(rows, cols, x[rows, cols], x.shape)
 
 
 def xw(x, kernel):
@@ -194,79 +145,52 @@ class CSRGATConv(GATConv):
         return out + self.bias[...]
 
 
-class TwoLayer(nnx.Module):
-    def __init__(self, c1, c2, act):
-        self.c1, self.c2, self.act = c1, c2, act
-
-    def __call__(self, x, op):
-        return self.c2(self.act(self.c1(x, op)), op)
-
-
 def build_csr(kind: str, g: GraphData, seed: int = 0):
     """Same layer classes' __init__ (same parameter shapes, same RNG order) as
     ``build_gnncore``; only ``__call__`` differs."""
     rngs = nnx.Rngs(seed)
     F, C, H = g.num_features, g.num_classes, 64
     if kind == "gcn":
-        return TwoLayer(CSRGCNConv(F, H, rngs=rngs), CSRGCNConv(H, C, rngs=rngs),
+        return two_layer_nnx(CSRGCNConv(F, H, rngs=rngs), CSRGCNConv(H, C, rngs=rngs),
                         jax.nn.relu), gcn_operator(g)
     if kind == "sage":
-        return TwoLayer(CSRSAGEConv(F, H, rngs=rngs), CSRSAGEConv(H, C, rngs=rngs),
+        return two_layer_nnx(CSRSAGEConv(F, H, rngs=rngs), CSRSAGEConv(H, C, rngs=rngs),
                         jax.nn.relu), mean_operator(g)
     if kind == "gat":
-        return TwoLayer(CSRGATConv(F, 8, heads=8, rngs=rngs),
+        return two_layer_nnx(CSRGATConv(F, 8, heads=8, rngs=rngs),
                         CSRGATConv(H, C, heads=1, concat=False, rngs=rngs),
                         jax.nn.elu), gat_operator(g)
     raise ValueError(kind)
 
 
 # ------------------------------------------------------------ timing
-class Runner:
-    def __init__(self, model, x, graph_arg, y):
-        optimizer = nnx.Optimizer(model, optax.adam(LR), wrt=nnx.Param)
-        self.graphdef, self.state = nnx.split((model, optimizer))
-        self.args = (x, graph_arg, y)
-        jax.block_until_ready((self.state, self.args))
-        self.jitted = _jax_step_factory(self.graphdef)
-
-    def first_call(self):
-        t0 = time.perf_counter()
-        self.state, loss = self.jitted(self.state, *self.args)
-        jax.block_until_ready((self.state, loss))
-        return time.perf_counter() - t0, float(loss)
-
-    def step(self):
-        self.state, loss = self.jitted(self.state, *self.args)
-        return self.state, loss
-
-
-def variants(kind: str, g: GraphData, with_jraphx: bool):
+def variants(kind: str, g: GraphData, with_jraphx: bool) -> dict:
+    """{name: a function that builds that variant's runner}."""
     graph = Graph.from_arrays(g.edge_index, g.x, y=g.y)
     x, ei, y = graph.x, graph.edge_index, graph.y
-    out = []
+    out = {}
     if with_jraphx:
-        out.append(("jraphx", lambda: Runner(build_jraphx(kind, g, 0), jnp.asarray(g.x),
-                                             jnp.asarray(g.edge_index), jnp.asarray(g.y))))
-    out.append(("gnncore", lambda: Runner(build_gnncore(kind, g, 0), x, ei, y)))
+        out["jraphx"] = lambda: JaxRunner(build_jraphx(kind, g, 0), [
+            (jnp.asarray(g.x), jnp.asarray(g.edge_index), jnp.asarray(g.y))])
+    out["gnncore"] = lambda: JaxRunner(build_gnncore(kind, g, 0), [(x, ei, y)])
     if kind == "gcn":
         def cached():
             m = build_gnncore(kind, g, 0)
             for conv in m.convs:
                 conv.cached = True
                 conv.precompute_norm(ei, g.num_nodes)
-            return Runner(m, x, ei, y)
-        out.append(("gnncore cached=True", cached))
-    out.append(("csr", lambda: Runner(*_csr_args(kind, g, x, y))))
+            return JaxRunner(m, [(x, ei, y)])
+        out["gnncore cached=True"] = cached
+    out["csr"] = lambda: _csr_runner(kind, g, x, y)
     density = float(np.count_nonzero(g.x)) / g.x.size
     if density <= SPARSE_X_MAX_DENSITY:
-        out.append(("csr +sparse-x", lambda: Runner(*_csr_args(kind, g, sparse_features(g.x),
-                                                               y))))
+        out["csr +sparse-x"] = lambda: _csr_runner(kind, g, sparse_features(g.x), y)
     return out
 
 
-def _csr_args(kind, g, x, y):
+def _csr_runner(kind, g, x, y):
     model, op = build_csr(kind, g)
-    return model, x, op, y
+    return JaxRunner(model, [(x, op, y)])
 
 
 def main(argv=None) -> int:
@@ -294,23 +218,13 @@ def main(argv=None) -> int:
         print(f"shape {g.name}: {g.num_nodes} nodes, {g.num_edges} edges, "
               f"{g.num_features} features -- {g.source}")
         for kind in [m for m in args.models.split(",") if m]:
-            runners, res = {}, {}
-            for name, make in variants(kind, g, not args.no_jraphx):
-                gc.collect()
-                r = make()
-                first, loss0 = r.first_call()
-                timeit(r.step, jax.block_until_ready, steps=0, warmup=warmup)
-                runners[name], res[name] = r, {"first": first, "loss0": loss0, "t": []}
-            per_round = [steps // rounds + (i < steps % rounds) for i in range(rounds)]
-            for n in per_round:
-                for name, r in runners.items():
-                    timeit(r.step, jax.block_until_ready, steps=0, warmup=1)
-                    res[name]["t"] += timeit(r.step, jax.block_until_ready, steps=n, warmup=0)
-            base = median_ms(res["gnncore"]["t"])
-            ref = median_ms(res["jraphx"]["t"]) if "jraphx" in res else None
+            runners, res = time_rows(variants(kind, g, not args.no_jraphx), steps=steps,
+                                     warmup=warmup, rounds=rounds)
+            base = median_ms(res["gnncore"]["times"])
+            ref = median_ms(res["jraphx"]["times"]) if "jraphx" in res else None
             for name, r in res.items():
-                m = median_ms(r["t"])
-                rows.append([g.name, kind, name, f"{r['first']:.2f}", f"{m:.2f}",
+                m = median_ms(r["times"])
+                rows.append([g.name, kind, name, f"{r['first_s']:.2f}", f"{m:.2f}",
                              f"{m / base:.2f}", "-" if ref is None else f"{m / ref:.2f}",
                              f"{r['loss0']:.5f}"])
                 print(f"  done {g.name} {kind} {name}: {m:.2f} ms", flush=True)

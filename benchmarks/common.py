@@ -1,5 +1,6 @@
 """Shared helpers for the benchmarks: the graphs, timing, table printing and
-the app server the browser benchmarks start.
+the app server the browser benchmarks start (``REPO``: the repository root,
+where ``streamlit run streamlit_app.py`` runs).
 
 Benchmark-only code; the library (``gnncore``) never imports it.
 """
@@ -102,6 +103,19 @@ def shapes(names: list[str]) -> list[GraphData]:
     return out
 
 
+def fmt(v, spec: str) -> str:
+    """``v`` formatted with ``spec``, or "-" for None (a cell a row does not have)."""
+    return "-" if v is None else format(v, spec)
+
+
+def load_average() -> str:
+    """1/5/15-minute load average: other processes share this machine."""
+    try:
+        return " ".join(f"{v:.2f}" for v in os.getloadavg())
+    except OSError:
+        return "?"
+
+
 def median_ms(times_s: list[float]) -> float:
     return 1e3 * statistics.median(times_s)
 
@@ -180,6 +194,12 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
                  "--disable-component-update", "--disable-sync"]
 
 
+#: how long the app server may take to answer its health check, and a page its
+#: first paint (the server's first session imports JAX and the app: slow under load)
+HEALTH_TIMEOUT_S = 90
+PAINT_MS = 240_000
+
+
 def playwright_or_exit():
     """``sync_playwright``, or exit with a message when Playwright or the
     browser is missing."""
@@ -221,7 +241,7 @@ class AppServer:
             self.proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out,
                                          stderr=subprocess.STDOUT)
 
-    def wait_healthy(self, timeout_s: float = 90) -> float:
+    def wait_healthy(self, timeout_s: float = HEALTH_TIMEOUT_S) -> float:
         """Seconds from the process start to ``/_stcore/health`` saying ok."""
         deadline = time.monotonic() + timeout_s
         while True:

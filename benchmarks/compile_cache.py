@@ -1,9 +1,9 @@
 """Side study: first-call time of gnncore training steps with JAX's persistent
 compilation cache, cold (empty cache directory) vs warm (a second process).
 
-Usage::
+Usage (from the repository root)::
 
-    python benchmarks/compile_cache.py [--shape random]
+    python -m benchmarks.compile_cache [--shape random] [--models gcn,gat,sage]
 """
 
 from __future__ import annotations
@@ -13,14 +13,11 @@ import json
 import subprocess
 import sys
 import tempfile
-from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+from benchmarks.common import REPO, print_table, shapes
 
 
 def child(cache_dir: str, shape: str, models: list[str]) -> None:
-    sys.path.insert(0, str(HERE.parent))
-    sys.path.insert(0, str(HERE))
     import jax
 
     jax.config.update("jax_compilation_cache_dir", cache_dir)
@@ -29,13 +26,12 @@ def child(cache_dir: str, shape: str, models: list[str]) -> None:
     import jax.numpy as jnp
 
     jax.block_until_ready(jax.jit(lambda a: a + 1)(jnp.ones(3)))  # start the backend
-    from bench_layers import JaxRunner
-    from common import shapes
+    from benchmarks.bench_layers import runner
 
     g = shapes([shape])[0]
     out = {}
     for kind in models:
-        out[kind] = JaxRunner("gnncore", kind, g).first_call()[0]
+        out[kind] = runner("gnncore", kind, g).timed_step()[0]
     print("RESULT " + json.dumps(out))
 
 
@@ -49,15 +45,12 @@ def main() -> int:
     if args.child:
         child(args.child, args.shape, models)
         return 0
-    sys.path.insert(0, str(HERE))
-    from common import print_table
-
     with tempfile.TemporaryDirectory() as cache:
         runs = []
         for _ in ("cold", "warm"):
-            proc = subprocess.run([sys.executable, __file__, "--child", cache, "--shape",
-                                   args.shape, "--models", args.models],
-                                  capture_output=True, text=True, check=True)
+            proc = subprocess.run([sys.executable, "-m", "benchmarks.compile_cache", "--child",
+                                   cache, "--shape", args.shape, "--models", args.models],
+                                  cwd=REPO, capture_output=True, text=True, check=True)
             line = next(s for s in proc.stdout.splitlines() if s.startswith("RESULT "))
             runs.append(json.loads(line[len("RESULT "):]))
     rows = [[args.shape, k, f"{runs[0][k]:.2f}", f"{runs[1][k]:.2f}"] for k in models]

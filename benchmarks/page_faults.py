@@ -6,9 +6,9 @@ back to the kernel on every step, and the next step faults the pages in again.
 This script times gnncore steps and counts minor page faults per step, in a
 child process per malloc setting (the settings are read at process start).
 
-Usage::
+Usage (from the repository root)::
 
-    python benchmarks/page_faults.py [--shape random] [--steps 20]
+    python -m benchmarks.page_faults [--shape random] [--steps 20] [--only gnncore,jraphx]
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ import resource
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+from benchmarks.common import REPO, print_table, shapes
+
 SETTINGS = {
     "glibc defaults": {},
     "MALLOC_ARENA_MAX=1 MALLOC_MMAP_THRESHOLD_=2147483647 MALLOC_TRIM_THRESHOLD_=4294967295": {
@@ -32,18 +32,16 @@ SETTINGS = {
 
 
 def child(shape: str, steps: int, frameworks: list[str], models: list[str]) -> None:
-    sys.path.insert(0, str(HERE.parent))
-    sys.path.insert(0, str(HERE))
     import jax
-    from bench_layers import JaxRunner
-    from common import shapes
+
+    from benchmarks.bench_layers import runner
 
     g = shapes([shape])[0]
     out = []
     for fw in frameworks:
         for kind in models:
-            r = JaxRunner(fw, kind, g)
-            r.first_call()
+            r = runner(fw, kind, g)
+            r.timed_step()
             for _ in range(3):
                 jax.block_until_ready(r.step())
             r0 = resource.getrusage(resource.RUSAGE_SELF)
@@ -72,17 +70,14 @@ def main() -> int:
     if args.child:
         child(args.shape, args.steps, frameworks, models)
         return 0
-    sys.path.insert(0, str(HERE))
-    from common import print_table
-
     rows = []
     for name, extra in SETTINGS.items():
         env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
         env.update(extra)
-        proc = subprocess.run([sys.executable, __file__, "--child", "--shape", args.shape,
-                               "--steps", str(args.steps), "--only", args.only,
-                               "--models", args.models],
-                              env=env, capture_output=True, text=True, check=True)
+        proc = subprocess.run([sys.executable, "-m", "benchmarks.page_faults", "--child",
+                               "--shape", args.shape, "--steps", str(args.steps),
+                               "--only", args.only, "--models", args.models],
+                              cwd=REPO, env=env, capture_output=True, text=True, check=True)
         line = next(s for s in proc.stdout.splitlines() if s.startswith("RESULT "))
         for r in json.loads(line[len("RESULT "):]):
             rows.append([name, r["framework"], r["model"], f"{r['ms']:.1f}",
