@@ -19,7 +19,8 @@ import time
 import numpy as np
 
 from benchmarks.common import machine_info, print_table, random_graph, versions
-from explorer.config import JIT_MODES, LayerConfig, RunConfig
+from explorer.config import LayerConfig, RunConfig
+from explorer.engine import MODES as JIT_MODES
 from explorer.engine import Run
 from explorer.sources import split_per_class
 from gnncore import Graph

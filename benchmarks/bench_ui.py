@@ -47,7 +47,8 @@ from benchmarks.common import (  # noqa: E402
     print_table,
     versions,
 )
-from explorer.config import JIT_MODES, RunConfig  # noqa: E402
+from explorer.config import RunConfig  # noqa: E402
+from explorer.engine import MODES as JIT_MODES  # noqa: E402
 from explorer.workspace import Workspace  # noqa: E402
 
 VIEWPORT = {"width": 1500, "height": 2600}
