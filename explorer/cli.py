@@ -23,7 +23,7 @@ from explorer.export import script_for
 from explorer.graphio import GraphFileError, load_graph_file
 from explorer.race import race
 from explorer.sources import FEATURES, GRAPH_TASKS, PRESETS
-from gnncore import NORMS
+from gnncore import NORMS, POOLS
 
 MAX_CONFIG_BYTES = 64 * 1024
 
@@ -71,7 +71,7 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--dropout", type=float)
         p.add_argument("--batch-norm", action=argparse.BooleanOptionalAction, default=None)
         p.add_argument("--norm", choices=tuple(NORMS))
-        p.add_argument("--pool", choices=("mean", "sum", "max", "min"),
+        p.add_argument("--pool", choices=tuple(POOLS),
                        help="readout of a graph-classification dataset")
         p.add_argument("--bucket-padding", action=argparse.BooleanOptionalAction,
                        default=None)

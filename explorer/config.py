@@ -18,7 +18,7 @@ from gnncore import ACTIVATIONS, CONV_TYPES, NORMS, POOLS
 if TYPE_CHECKING:
     from explorer.engine.tasks import Task
 
-__all__ = ["LIMITS", "Bound", "ConfigError", "LayerConfig", "RunConfig"]
+__all__ = ["LAYER_AGGRS", "LIMITS", "Bound", "ConfigError", "LayerConfig", "RunConfig"]
 
 @dataclasses.dataclass(frozen=True)
 class Bound:
@@ -77,8 +77,8 @@ class ConfigError(ValueError):
         self.field, self.message = field, message
 
 
-#: the aggregations a layer text can name (``sage-16-max``)
-_LAYER_AGGRS = ("mean", "max", "sum", "min")
+#: the neighbour aggregations a layer can choose (``sage-16-max``; the model panel)
+LAYER_AGGRS = ("mean", "max", "sum", "min")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,7 +121,7 @@ class LayerConfig:
         for extra in bits[2:]:
             if extra.startswith("h") and extra[1:].isdigit():
                 options["heads"] = int(extra[1:])
-            elif extra in _LAYER_AGGRS:
+            elif extra in LAYER_AGGRS:
                 options["aggr"] = extra
             else:
                 raise ConfigError("layers", f"bad layer {text!r}: unknown option {extra!r}")

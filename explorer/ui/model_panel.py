@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explorer.config import LIMITS, LayerConfig, RunConfig
+from explorer.config import LAYER_AGGRS, LIMITS, LayerConfig, RunConfig
 from explorer.engine.recipe import OPTIMIZERS
 from explorer.ui.common import plain, set_error, show_error
 from explorer.workspace import Workspace
@@ -14,7 +14,6 @@ from gnncore import ACTIVATIONS, CONV_TYPES, NORMS, POOLS
 KIND_NAMES = {"gcn": "GCN", "gat": "GAT", "gatv2": "GATv2", "transformer": "Transformer",
               "sage": "GraphSAGE", "gin": "GIN", "graph": "GraphConv", "cheb": "ChebConv (K=2)",
               "sg": "SGConv (K=1)"}
-SAGE_AGGRS = ("mean", "max", "sum", "min")
 LEARNING_RATES = (0.0001, 0.0003, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0)
 MAX_LAYERS = LIMITS["layers"].high
 
@@ -106,7 +105,7 @@ def _layer_editor(ws: Workspace) -> None:
                 cols[1].number_input("Heads", **_bounds("heads"), key=f"m_{uid}_heads",
                                      help="Attention heads; hidden widths must divide by it.")
             elif kind == "sage":
-                cols[1].selectbox("Aggregation", SAGE_AGGRS, key=f"m_{uid}_aggr")
+                cols[1].selectbox("Aggregation", LAYER_AGGRS, key=f"m_{uid}_aggr")
     st.button("Add layer", key="m_add_layer", icon=":material/add:", on_click=_add_layer,
               disabled=len(uids) >= MAX_LAYERS)
 
