@@ -172,6 +172,15 @@ def _pack(values: np.ndarray, dtype: str) -> str:
     return f"unpack(\n{body},\n    \"{code}\", {tuple(arr.shape)!r})"
 
 
+def _array(values, dtype: str) -> str:
+    """A 1-D array as Python source: a list literal (floats that read back
+    bit-exactly), or above :data:`LITERAL_LIMIT` elements compressed text."""
+    values = np.asarray(values)
+    if values.size > LITERAL_LIMIT:
+        return _pack(values, dtype)
+    return _list(_float_texts(values) if dtype == "float32" else _ints(values))
+
+
 def _matrix(values: np.ndarray) -> str:
     """Float rows, one per node: ``[[...], ...]``."""
     values = np.asarray(values, np.float32)
@@ -333,9 +342,8 @@ def _node_section(config: RunConfig, graph: Graph) -> _Data:
     if ew is None:
         out.append("EDGE_WEIGHTS = None  # unweighted")
     else:
-        value = (_pack(ew, "float32") if ew.size > LITERAL_LIMIT
-                 else _list(_float_texts(ew)))
-        out.append(f"# one weight per edge, in the order of the edges\nEDGE_WEIGHTS = {value}")
+        out.append(f"# one weight per edge, in the order of the edges\nEDGE_WEIGHTS = "
+                   f"{_array(ew, 'float32')}")
     if identity:
         out.append("# node features: one-hot node ids (row i is 1 in column i)\n"
                    "FEATURES = jnp.eye(NUM_NODES, dtype=jnp.float32)")
@@ -343,16 +351,13 @@ def _node_section(config: RunConfig, graph: Graph) -> _Data:
         out.append(f"# node features, [nodes, features]\nFEATURES = {_pack(x, 'float32')}")
     else:
         out.append(f"# node features, one row per node\nFEATURES = {_matrix(x)}")
-    value = _pack(y, "int32") if n > LITERAL_LIMIT else _list(_ints(y))
-    out.append(f"# the class of each node (-1: unlabelled)\nLABELS = {value}")
+    out.append(f"# the class of each node (-1: unlabelled)\nLABELS = {_array(y, 'int32')}")
     comments = {"train_mask": "# the nodes whose labels the loss sees\n",
                 "val_mask": "# validation and test nodes (only for the accuracies)\n",
                 "test_mask": ""}
     for name, what in (("train_mask", "TRAIN_NODES"), ("val_mask", "VAL_NODES"),
                        ("test_mask", "TEST_NODES")):
-        idx = np.flatnonzero(masks[name]).astype(np.int32)
-        value = _pack(idx, "int32") if idx.size > LITERAL_LIMIT else _list(_ints(idx))
-        out.append(f"{comments[name]}{what} = {value}")
+        out.append(f"{comments[name]}{what} = {_array(np.flatnonzero(masks[name]), 'int32')}")
     compact = any("unpack(" in part for part in out)
     out.insert(0, f"NUM_NODES = {n}")
     if compact:
