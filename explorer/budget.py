@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 
 from explorer.config import RunConfig
-from gnncore.models import HEADED
+from gnncore import CONV_TYPES
 
 __all__ = ["MAX_ACTIVATIONS", "MAX_PARAMS", "Estimate", "check", "estimate"]
 
@@ -61,14 +61,15 @@ def estimate(config: RunConfig, *, nodes: int, edges: int, in_features: int,
     width_in = in_features
     loops = edges + nodes
     for i, layer in enumerate(config.layers):
-        heads = int(layer.options.get("heads", 1)) if layer.kind in HEADED else 1
+        headed = CONV_TYPES[layer.kind].has_heads
+        heads = int(layer.options.get("heads", 1)) if headed else 1
         # the output layer has one column per class and head (its heads are averaged)
         columns = classes * heads if i == out_layer else layer.width
         params += _WEIGHTS.get(layer.kind, 4) * width_in * columns + 5 * columns  # + biases
         acts = _NODE_COPIES * nodes * columns
         if layer.kind in _GATHERED or layer.options.get("aggr") in ("max", "min"):
             acts += loops * columns
-        if layer.kind in HEADED:
+        if headed:
             acts += 3 * loops * heads  # attention scores, their softmax, dropout
         activations += acts
         if acts > largest_acts:

@@ -22,9 +22,8 @@ from explorer import budget
 from explorer.audit import AuditReport, VariableChange, compare_snapshots, snapshot, verdict
 from explorer.config import JIT_MODES, RunConfig
 from explorer.sources import GRAPH_TASKS, load_graph, load_graph_dataset, split_graphs
-from gnncore import GNN, ConvSpec, Graph, bucket_size
+from gnncore import CONV_TYPES, GNN, ConvSpec, Graph, bucket_size
 from gnncore.batch import Batch
-from gnncore.models import HEADED
 
 __all__ = ["Run", "StepRecord", "TrainingStopped", "build_model", "build_optimizer"]
 
@@ -64,14 +63,14 @@ def build_model(config: RunConfig, in_features: int, num_classes: int) -> GNN:
     if not head:
         last = specs[-1]
         options = dict(last.options)
-        if last.kind in HEADED:
+        if CONV_TYPES[last.kind].has_heads:
             options["concat"] = False  # the output layer averages its heads
         specs[-1] = ConvSpec(last.kind, num_classes, options)
     rngs = nnx.Rngs(params=config.seed, dropout=config.seed + 1)
     return GNN(in_features, specs, out_features=num_classes, activation=config.activation,
-               dropout=config.dropout, batch_norm=config.batch_norm,
+               dropout=config.dropout, norm=config.norm if config.batch_norm else None,
                residual=config.residual, head=head,
-               pool=config.pool if graph_task else None, norm=config.norm, rngs=rngs)
+               pool=config.pool if graph_task else None, rngs=rngs)
 
 
 def build_optimizer(config: RunConfig, model: GNN) -> nnx.Optimizer:
@@ -422,7 +421,8 @@ class Run:
         changes = compare_snapshots(self._initial, self._last)
         losses = tuple(r.loss for r in self.history)
         has_dropout = self.config.dropout > 0 or any(
-            la.kind in HEADED and la.options.get("dropout", 0) for la in self.config.layers)
+            CONV_TYPES[la.kind].has_heads and la.options.get("dropout", 0)
+            for la in self.config.layers)
         report_verdict = verdict(changes, losses, has_dropout=has_dropout,
                                  has_batch_norm=self.config.batch_norm
                                  and self.config.norm == "batch")

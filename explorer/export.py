@@ -24,8 +24,7 @@ import numpy as np
 
 from explorer.config import JIT_MODES, RunConfig
 from explorer.sources import GRAPH_TASKS, load_graph, load_graph_dataset, split_graphs
-from gnncore import Graph
-from gnncore.models import HEADED
+from gnncore import CONV_TYPES, Graph
 
 __all__ = ["LITERAL_LIMIT", "MAX_SCRIPT_BYTES", "script_for"]
 
@@ -477,7 +476,7 @@ def _model_section(config: RunConfig, data: _Data) -> str:
     note = ""
     if not head:
         kind, _, options = specs[-1]
-        if kind in HEADED:
+        if CONV_TYPES[kind].has_heads:
             options = {**options, "concat": False}  # the output layer averages its heads
             note = " (its attention heads averaged, not concatenated)"
         specs[-1] = (kind, data.num_classes, options)
@@ -508,11 +507,10 @@ model = GNN(
     out_features=NUM_CLASSES,
     activation={_str(config.activation)},
     dropout={config.dropout!r},
-    batch_norm={config.batch_norm!r},
     residual={config.residual!r},
     head={head!r},
     pool={_str(config.pool) if graph_task else None},
-    norm={_str(config.norm)},
+    norm={_str(config.norm) if config.batch_norm else None},
     rngs=rngs,
 )
 {_optimizer(config)}

@@ -235,7 +235,7 @@ def _bn_pitfall(lesson, run):
     return _bn_outcome(_trained(lesson, lesson.setup, run), "jax.jit (the pitfall)",
                        "# BatchNorm's running stats are updated\n"
                        "# in place by every training call\n"
-                       "model = GNN(..., batch_norm=True, rngs=rngs)\n\n"
+                       "model = GNN(..., norm=\"batch\", rngs=rngs)\n\n"
                        + _JAX_JIT_CODE.replace("updates a traced copy of the state...",
                                                "params and stats of a traced copy..."))
 
@@ -244,7 +244,7 @@ def _bn_fix(lesson, run):
     return _bn_outcome(_trained(lesson, lesson.fix_setup, run), "nnx.jit (the fix)",
                        "# BatchNorm's running stats are updated\n"
                        "# in place by every training call\n"
-                       "model = GNN(..., batch_norm=True, rngs=rngs)\n\n"
+                       "model = GNN(..., norm=\"batch\", rngs=rngs)\n\n"
                        + _NNX_JIT_CODE)
 
 

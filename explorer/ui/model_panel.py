@@ -9,8 +9,7 @@ from explorer.config import LIMITS, OPTIMIZERS, LayerConfig, RunConfig
 from explorer.sources import FEATURES, GRAPH_FEATURES
 from explorer.ui.common import plain, set_error, show_error
 from explorer.workspace import Workspace
-from gnncore import ACTIVATIONS, CONV_TYPES
-from gnncore.models import HEADED, POOLS
+from gnncore import ACTIVATIONS, CONV_TYPES, POOLS
 
 KIND_NAMES = {"gcn": "GCN", "gat": "GAT", "gatv2": "GATv2", "transformer": "Transformer",
               "sage": "GraphSAGE", "gin": "GIN", "graph": "GraphConv", "cheb": "ChebConv (K=2)",
@@ -74,7 +73,7 @@ def _layers_from_widgets() -> tuple[LayerConfig, ...]:
     for uid in _S.m_layers:
         kind = _S[f"m_{uid}_kind"]
         options = {}
-        if kind in HEADED:
+        if CONV_TYPES[kind].has_heads:
             options["heads"] = int(_S[f"m_{uid}_heads"])
         if kind == "sage":
             options["aggr"] = _S[f"m_{uid}_aggr"]
@@ -103,7 +102,7 @@ def _layer_editor(ws: Workspace) -> None:
                 cols[0].number_input("Width", **_bounds("width"), step=4,
                                      key=f"m_{uid}_width")
             kind = _S[f"m_{uid}_kind"]
-            if kind in HEADED:
+            if CONV_TYPES[kind].has_heads:
                 cols[1].number_input("Heads", **_bounds("heads"), key=f"m_{uid}_heads",
                                      help="Attention heads; hidden widths must divide by it.")
             elif kind == "sage":
