@@ -19,7 +19,6 @@ from gnncore.aggr import (
 from gnncore.batch import Batch
 from gnncore.conv import (
     APPNP,
-    MLP,
     ChebConv,
     EdgeConv,
     GATConv,
@@ -34,6 +33,7 @@ from gnncore.conv import (
 )
 from gnncore.graph import Graph, bucket_size, from_networkx, to_networkx
 from gnncore.message_passing import MessagePassing
+from gnncore.mlp import MLP
 from gnncore.models import (
     ACTIVATIONS,
     CONV_TYPES,
@@ -41,6 +41,9 @@ from gnncore.models import (
     GCN,
     GIN,
     GNN,
+    NORMS,
+    POOLS,
+    BasicGNN,
     ConvSpec,
     GraphSAGE,
     build_conv,
@@ -74,6 +77,7 @@ from gnncore.utils import (
     degree,
     gcn_norm,
     is_self_loop,
+    remove_self_loops,
     to_undirected,
 )
 
@@ -81,14 +85,15 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ACTIVATIONS", "add_remaining_self_loops", "add_self_loops", "Adjacency", "Aggregation",
-    "APPNP", "as_edge_index", "Batch", "BatchNorm", "bucket_size", "build_conv", "ChebConv",
-    "coalesce", "CONV_TYPES", "ConvSpec", "degree", "EdgeConv", "from_networkx", "GAT", "GATConv",
-    "GATv2Conv", "GCN", "gcn_norm", "GCNConv", "GIN", "GINConv", "GINEConv", "global_add_pool",
-    "global_max_pool", "global_mean_pool", "global_min_pool", "GNN", "Graph", "GraphConv",
-    "GraphNorm", "GraphSAGE", "is_self_loop", "LayerNorm", "MaxAggregation", "MeanAggregation",
-    "MessagePassing", "MinAggregation", "MLP", "MultiAggregation", "PoolOutput", "SAGEConv",
-    "SAGPooling", "segment_max", "segment_mean", "segment_min", "segment_reduce", "segment_softmax",
-    "segment_std", "segment_sum", "segment_var", "SGConv", "SoftmaxAggregation", "SparseFeatures",
-    "spmm", "StdAggregation", "SumAggregation", "to_networkx", "to_undirected", "TopKPooling",
-    "TransformerConv", "VarAggregation"
+    "APPNP", "as_edge_index", "BasicGNN", "Batch", "BatchNorm", "bucket_size", "build_conv",
+    "ChebConv", "coalesce", "CONV_TYPES", "ConvSpec", "degree", "EdgeConv", "from_networkx",
+    "GAT", "GATConv", "GATv2Conv", "GCN", "gcn_norm", "GCNConv", "GIN", "GINConv", "GINEConv",
+    "global_add_pool", "global_max_pool", "global_mean_pool", "global_min_pool", "GNN",
+    "Graph", "GraphConv", "GraphNorm", "GraphSAGE", "is_self_loop", "LayerNorm",
+    "MaxAggregation", "MeanAggregation", "MessagePassing", "MinAggregation", "MLP",
+    "MultiAggregation", "NORMS", "PoolOutput", "POOLS", "remove_self_loops", "SAGEConv",
+    "SAGPooling", "segment_max", "segment_mean", "segment_min", "segment_reduce",
+    "segment_softmax", "segment_std", "segment_sum", "segment_var", "SGConv",
+    "SoftmaxAggregation", "SparseFeatures", "spmm", "StdAggregation", "SumAggregation",
+    "to_networkx", "to_undirected", "TopKPooling", "TransformerConv", "VarAggregation"
 ]

@@ -24,7 +24,9 @@ Only what ``message`` asks for is gathered, so a layer that only needs
 from __future__ import annotations
 
 import inspect
-from typing import Any
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any, ClassVar
 
 import jax.numpy as jnp
 from flax import nnx
@@ -72,6 +74,19 @@ class MessagePassing(nnx.Module):
             The plain names ``sum/add/mean/max/min/var/std`` call
             :func:`~gnncore.segment.segment_reduce` directly on ``aggr``.
 
+    Class attributes (what a layer supports, declared by each layer class and
+    read by :class:`~gnncore.models.GNN` and the explorer):
+
+    - ``has_heads``: the output is split across concatenated attention heads
+      (``heads`` / ``concat`` options), so a total width must divide by ``heads``;
+    - ``takes_edge_weight``: called as ``layer(x, edge_index, edge_weight)``
+      with one scalar weight per edge;
+    - ``takes_edge_attr``: called as ``layer(x, edge_index, edge_attr)`` with
+      edge features (used when the layer is built with ``edge_dim``);
+    - ``spec_defaults``: keyword options a :class:`~gnncore.models.ConvSpec` of
+      this layer gets unless it sets them (e.g. ``{"K": 2}`` for ChebConv,
+      whose ``K`` has no default of its own).
+
     Subclasses implement ``__call__`` and call :meth:`propagate`; they override
     :meth:`message` (default: ``x_j``), optionally :meth:`update` (default:
     identity) and, for a fused kernel, :meth:`message_and_aggregate`.
@@ -85,6 +100,11 @@ class MessagePassing(nnx.Module):
             def __call__(self, x, edge_index):
                 return self.propagate(edge_index, x)
     """
+
+    has_heads: ClassVar[bool] = False
+    takes_edge_weight: ClassVar[bool] = False
+    takes_edge_attr: ClassVar[bool] = False
+    spec_defaults: ClassVar[Mapping[str, Any]] = MappingProxyType({})
 
     # Class-level defaults, for subclasses that set ``self.aggr`` themselves.
     aggr_module: Aggregation | None = None

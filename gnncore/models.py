@@ -3,15 +3,16 @@ dropout, residuals and an optional linear head, for node classification — or,
 with a pooled readout (``pool=``), for graph classification.
 
 ``GNN`` takes a list of :class:`ConvSpec` — one per layer — so the explorer can
-let a user pick each layer's type. ``GCN``, ``GAT``, ``GraphSAGE`` and ``GIN``
-build the common uniform stacks.
+let a user pick each layer's type; what each kind supports is declared by its
+conv class (:data:`CONV_TYPES`). ``GCN``, ``GAT``, ``GraphSAGE`` and ``GIN`` are
+:class:`BasicGNN` subclasses that build the common uniform stacks.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -30,20 +31,27 @@ from gnncore.conv import (
 )
 from gnncore.inits import linear
 from gnncore.norm import BatchNorm, GraphNorm, LayerNorm
-from gnncore.segment import segment_reduce
+from gnncore.pool import global_add_pool, global_max_pool, global_mean_pool, global_min_pool
 from gnncore.sparse import as_dense
+from gnncore.utils import _static_num_graphs
 
-__all__ = ["ACTIVATIONS", "CONV_TYPES", "ConvSpec", "GAT", "GCN", "GIN", "GNN",
-           "GraphSAGE", "build_conv"]
+__all__ = ["ACTIVATIONS", "CONV_TYPES", "NORMS", "POOLS", "BasicGNN", "ConvSpec", "GAT", "GCN",
+           "GIN", "GNN", "GraphSAGE", "build_conv"]
 
+#: conv kind (the explorer's name) -> conv class. What a kind supports is
+#: declared by its class: ``has_heads``, ``takes_edge_weight``,
+#: ``takes_edge_attr`` and ``spec_defaults`` (see :class:`MessagePassing`).
 CONV_TYPES = {"gcn": GCNConv, "gat": GATConv, "sage": SAGEConv, "gin": GINConv,
               "gatv2": GATv2Conv, "transformer": TransformerConv, "graph": GraphConv,
-              "cheb": lambda i, o, K=2, **kw: ChebConv(i, o, K, **kw), "sg": SGConv}
-#: kinds whose width is split across concatenated attention heads
-HEADED = ("gat", "gatv2", "transformer")
-#: kinds that take edge weights / (with edge_dim) edge features
-WEIGHTED = ("gcn", "graph", "cheb", "sg")
-EDGE_FEATURES = ("gat", "gatv2", "transformer")
+              "cheb": ChebConv, "sg": SGConv}
+
+#: readout name -> global pool of :mod:`gnncore.pool` (``"sum"`` is ``global_add_pool``)
+_POOL_FNS = {"mean": global_mean_pool, "sum": global_add_pool, "max": global_max_pool,
+             "min": global_min_pool}
+#: the readouts a graph-level :class:`GNN` takes (``pool=``)
+POOLS = tuple(_POOL_FNS)
+#: norm name -> norm class (``GNN(norm=...)``)
+NORMS = {"batch": BatchNorm, "layer": LayerNorm, "graph": GraphNorm}
 
 ACTIVATIONS = {
     "relu": jax.nn.relu,
@@ -60,11 +68,13 @@ class ConvSpec:
     """One layer of a :class:`GNN`.
 
     Arguments:
-        kind: ``"gcn"``, ``"gat"``, ``"sage"`` or ``"gin"``.
-        out_features: the layer's total output width. For GAT with ``concat``
-            (the default) this is ``heads * per_head`` and must divide by ``heads``.
+        kind: a key of :data:`CONV_TYPES` (``"gcn"``, ``"gat"``, ``"sage"``, ...).
+        out_features: the layer's total output width. For a conv with
+            ``has_heads`` (GAT, GATv2, Transformer) and ``concat`` (the default)
+            this is ``heads * per_head`` and must divide by ``heads``.
         options: keyword options of that conv, e.g. ``{"heads": 4}`` for GAT or
-            ``{"aggr": "max"}`` for SAGE.
+            ``{"aggr": "max"}`` for SAGE; the conv class's ``spec_defaults``
+            fill in the ones not given (``K=2`` for ChebConv).
     """
 
     kind: str
@@ -80,23 +90,29 @@ class ConvSpec:
 
 
 def build_conv(spec: ConvSpec, in_features: int, *, rngs: nnx.Rngs) -> nnx.Module:
-    """Instantiate the conv described by ``spec`` with ``in_features`` inputs."""
-    options = dict(spec.options)
+    """Instantiate the conv described by ``spec`` with ``in_features`` inputs.
+
+    The options are the conv class's ``spec_defaults`` updated with
+    ``spec.options``; for a class with ``has_heads`` (and ``concat``, the
+    default) the total width ``spec.out_features`` is split across ``heads``.
+    """
+    conv_cls = CONV_TYPES[spec.kind]
+    options = {**conv_cls.spec_defaults, **spec.options}
     out = spec.out_features
-    if spec.kind in HEADED:
+    if conv_cls.has_heads:
         heads = int(options.get("heads", 1))
         if options.get("concat", True):
             if out % heads:
                 raise ValueError(f"{spec.kind.upper()} layer width {out} is not divisible "
                                  f"by heads={heads}")
             out //= heads
-    return CONV_TYPES[spec.kind](in_features, out, **options, rngs=rngs)
+    return conv_cls(in_features, out, **options, rngs=rngs)
 
 
 class GNN(nnx.Module):
     """A stack of message-passing layers for node classification.
 
-    Each hidden block is ``conv → [BatchNorm] → activation → [+ residual] →
+    Each hidden block is ``conv → [norm] → activation → [+ residual] →
     dropout``. Without a head the last conv outputs the classes directly (as in
     Kipf & Welling's GCN) and gets no norm, activation or dropout; with
     ``head=True`` every conv is a hidden block and a linear layer follows.
@@ -108,20 +124,26 @@ class GNN(nnx.Module):
             last spec's width is the hidden width).
         activation: a key of :data:`ACTIVATIONS`.
         dropout: dropout rate after each hidden block (own ``dropout`` stream fork).
-        batch_norm: a norm after each hidden conv: :class:`BatchNorm` by default,
-            or the kind ``norm`` names.
-        norm: ``"batch"`` (BatchNorm), ``"layer"`` (graph-wise LayerNorm) or
-            ``"graph"`` (GraphNorm). The graph-wise norms take ``batch`` and the
-            static ``num_graphs`` of a padded batch (one graph without them).
+        norm: a norm after each hidden conv (a key of :data:`NORMS`): ``None``
+            (no norm, the default), ``"batch"`` (BatchNorm), ``"layer"``
+            (graph-wise LayerNorm) or ``"graph"`` (GraphNorm). The graph-wise
+            norms take ``batch`` and the static ``num_graphs`` of a padded
+            batch (one graph without them).
         residual: add the block's input when its width is unchanged.
         head: end with ``nnx.Linear(last_width, out_features)``.
-        pool: ``"mean"``, ``"sum"``, ``"max"`` or ``"min"``: a graph-level model.
-            The node embeddings of each graph are pooled (over ``batch``, with
-            ``num_graphs`` graphs) before the head; needs ``head=True``.
+        pool: a readout of :data:`POOLS` (``"mean"``, ``"sum"``, ``"max"`` or
+            ``"min"``): a graph-level model. The node embeddings of each graph
+            are pooled (over ``batch``, with ``num_graphs`` graphs) by
+            :mod:`gnncore.pool`'s ``global_*_pool`` before the head; needs
+            ``head=True``.
         rngs: ``nnx.Rngs`` with ``params`` (and ``dropout`` when ``dropout > 0``).
 
-    Call ``model(x, edge_index, edge_weight=None, edge_attr=None)``;
-    ``node_mask`` ([N] bool) keeps padding nodes out of BatchNorm statistics; with
+    Call ``model(x, edge_index, edge_weight=None, edge_attr=None)``: each conv
+    gets ``edge_weight`` if its class ``takes_edge_weight``, ``edge_attr`` if it
+    ``takes_edge_attr`` and was built with ``edge_dim``, else neither.
+    ``node_mask`` ([N] bool) keeps padding nodes out of the norms' statistics
+    (and, for one graph without ``batch``, out of the readout; a padded
+    :class:`~gnncore.batch.Batch` keeps them in its own padding graph); with
     ``return_hidden=True`` it returns ``(logits, [h_1, ..., h_L])``, the output
     of every block (used to colour nodes by embedding). A graph-level model
     (``pool``) takes ``batch`` ([N] graph id per node) and the static
@@ -130,9 +152,8 @@ class GNN(nnx.Module):
 
     def __init__(self, in_features: int, convs: Sequence[ConvSpec], *,
                  out_features: int | None = None, activation: str = "relu",
-                 dropout: float = 0.0, batch_norm: bool = False, residual: bool = False,
-                 head: bool = False, pool: str | None = None, norm: str = "batch",
-                 rngs: nnx.Rngs):
+                 dropout: float = 0.0, norm: str | None = None, residual: bool = False,
+                 head: bool = False, pool: str | None = None, rngs: nnx.Rngs):
         convs = list(convs)
         if not convs:
             raise ValueError("a GNN needs at least one conv layer")
@@ -142,7 +163,7 @@ class GNN(nnx.Module):
         if pool is not None and (pool not in POOLS or not head):
             raise ValueError(f"pool must be one of {POOLS} and needs head=True; got "
                              f"pool={pool!r}, head={head}")
-        if norm not in NORMS:
+        if norm is not None and norm not in NORMS:
             raise ValueError(f"unknown norm {norm!r}; choose one of {sorted(NORMS)}")
         if head and out_features is None:
             raise ValueError("head=True needs out_features (the number of classes)")
@@ -156,7 +177,7 @@ class GNN(nnx.Module):
         for i, spec in enumerate(convs):
             layers.append(build_conv(spec, widths[-1], rngs=rngs))
             widths.append(spec.out_features)
-            if batch_norm and i < self.num_hidden:
+            if norm is not None and i < self.num_hidden:
                 norms.append(NORMS[norm](spec.out_features, rngs=rngs))
         self.convs = nnx.List(layers)
         self.norms = nnx.List(norms)
@@ -167,12 +188,25 @@ class GNN(nnx.Module):
         self.out_features = out_features if head else widths[-1]
 
     def _conv(self, i, x, edge_index, edge_weight, edge_attr):
-        conv, kind = self.convs[i], self.kinds[i]
-        if kind in WEIGHTED:
+        conv = self.convs[i]
+        if conv.takes_edge_weight:
             return conv(x, edge_index, edge_weight)
-        if kind in EDGE_FEATURES and conv.edge_dim is not None:
+        if conv.takes_edge_attr and getattr(conv, "edge_dim", None) is not None:
             return conv(x, edge_index, edge_attr)
         return conv(x, edge_index)
+
+    def _readout(self, x, batch, num_graphs, node_mask):
+        """Pool node rows per graph with :mod:`gnncore.pool`: ``[num_graphs, F]``.
+
+        Without ``batch`` it is one graph, and ``node_mask`` keeps padding nodes
+        out. With ``batch`` every node counts (a padded Batch puts its padding
+        nodes in a padding graph of their own) and ``num_graphs`` must be static
+        under a trace.
+        """
+        pool = _POOL_FNS[self.pool]
+        if batch is None:
+            return pool(x, None, 1, mask=node_mask)
+        return pool(x, batch, _static_num_graphs(batch, num_graphs, arg="num_graphs"))
 
     def __call__(self, x, edge_index, edge_weight=None, edge_attr=None, *,
                  node_mask=None, batch=None, num_graphs: int | None = None,
@@ -195,76 +229,91 @@ class GNN(nnx.Module):
             hidden.append(h)
             x = h
         if self.pool is not None:
-            x = _readout(x, self.pool, batch, num_graphs, node_mask)
+            x = self._readout(x, batch, num_graphs, node_mask)
         if self.head is not None:
             x = self.head(x)
         return (x, hidden) if return_hidden else x
 
 
-POOLS = ("mean", "sum", "max", "min")
-NORMS = {"batch": BatchNorm, "layer": LayerNorm, "graph": GraphNorm}
+class BasicGNN(GNN):
+    """A uniform stack of one conv kind (PyG's ``BasicGNN``): the base of
+    :class:`GCN`, :class:`GAT`, :class:`GraphSAGE` and :class:`GIN`.
 
-
-def _readout(x, pool, batch, num_graphs, node_mask):
-    """Pool node rows per graph: ``[num_graphs, F]`` (one graph when ``batch``
-    is None; then ``node_mask`` keeps padding nodes out)."""
-    if batch is None:
-        batch = jnp.zeros(x.shape[0], jnp.int32)
-        if node_mask is not None:  # padding nodes go to a second, dropped segment
-            batch = jnp.where(node_mask, 0, 1)
-            return segment_reduce(x, batch, 2, pool)[:1]
-        num_graphs = 1
-    if num_graphs is None:
-        if isinstance(batch, jax.core.Tracer):
-            raise ValueError("num_graphs: a graph-level model under a trace needs the "
-                             "static number of graphs (e.g. Batch.num_graphs)")
-        num_graphs = int(jnp.max(batch)) + 1
-    return segment_reduce(x, batch, int(num_graphs), pool)
-
-
-def _uniform(kind, in_features, hidden_features, out_features, num_layers, head,
-             options):
-    if num_layers < 1:
-        raise ValueError("num_layers must be at least 1")
-    widths = [hidden_features] * (num_layers if head else num_layers - 1)
-    if not head:
-        widths.append(out_features)
-    specs = [ConvSpec(kind, w, dict(options)) for w in widths]
-    return specs
-
-
-def _make(kind, doc):
-    def make(in_features: int, hidden_features: int, out_features: int, *,
-             num_layers: int = 2, dropout: float = 0.5, activation: str = "relu",
-             batch_norm: bool = False, residual: bool = False, head: bool = False,
-             rngs: nnx.Rngs, **conv_options) -> GNN:
-        specs = _uniform(kind, in_features, hidden_features, out_features, num_layers,
-                         head, conv_options)
-        if kind == "gat" and not head and specs[-1].options.get("concat", True):
-            # The output layer averages its heads instead of concatenating.
-            specs[-1] = ConvSpec("gat", out_features, {**specs[-1].options, "concat": False})
-        return GNN(in_features, specs, out_features=out_features, activation=activation,
-                   dropout=dropout, batch_norm=batch_norm, residual=residual, head=head,
-                   rngs=rngs)
-
-    make.__name__ = make.__qualname__ = {"gcn": "GCN", "gat": "GAT", "sage": "GraphSAGE",
-                                         "gin": "GIN"}[kind]
-    make.__doc__ = doc
-    return make
-
-
-_COMMON = """
+    A subclass names its kind in ``conv_kind`` (a key of :data:`CONV_TYPES`);
+    what the model then supports is read from that conv class, never written
+    twice: ``conv_class``, ``has_heads``, ``takes_edge_weight`` and
+    ``takes_edge_attr``. A headed model's output layer (without a head)
+    averages its heads instead of concatenating them.
 
     Arguments:
-        in_features, hidden_features, out_features: input, hidden and class sizes.
+        in_features, hidden_features, out_features: input, hidden and class sizes
+            (``hidden_features`` is a layer's total width: heads × per-head).
         num_layers: number of conv layers.
-        dropout, activation, batch_norm, residual, head: see :class:`GNN`.
+        dropout, activation, norm, residual, head: see :class:`GNN`.
         rngs: ``nnx.Rngs``.
         **conv_options: passed to every conv (e.g. ``heads=8`` for GAT).
     """
-GCN = _make("gcn", "A uniform stack of :class:`GCNConv` layers." + _COMMON)
-GAT = _make("gat", "A uniform stack of :class:`GATConv` layers; ``hidden_features`` "
-            "is the total width (heads × per-head); the output layer averages heads."
-            + _COMMON)
-GraphSAGE = _make("sage", "A uniform stack of :class:`SAGEConv` layers." + _COMMON)
-GIN = _make("gin", "A uniform stack of :class:`GINConv` layers (default MLPs)." + _COMMON)
+
+    conv_kind: ClassVar[str]
+    conv_class: ClassVar[type]
+    has_heads: ClassVar[bool]
+    takes_edge_weight: ClassVar[bool]
+    takes_edge_attr: ClassVar[bool]
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "conv_kind" in cls.__dict__:
+            cls.conv_class = CONV_TYPES[cls.conv_kind]
+            cls.has_heads = cls.conv_class.has_heads
+            cls.takes_edge_weight = cls.conv_class.takes_edge_weight
+            cls.takes_edge_attr = cls.conv_class.takes_edge_attr
+
+    def __init__(self, in_features: int, hidden_features: int, out_features: int, *,
+                 num_layers: int = 2, dropout: float = 0.5, activation: str = "relu",
+                 norm: str | None = None, residual: bool = False, head: bool = False,
+                 rngs: nnx.Rngs, **conv_options):
+        if not hasattr(type(self), "conv_class"):
+            raise TypeError("BasicGNN is a base class: use GCN, GAT, GraphSAGE or GIN, "
+                            "or a subclass that sets conv_kind")
+        if num_layers < 1:
+            raise ValueError("num_layers must be at least 1")
+        kind = self.conv_kind
+        widths = [hidden_features] * (num_layers if head else num_layers - 1)
+        if not head:
+            widths.append(out_features)
+        specs = [ConvSpec(kind, w, dict(conv_options)) for w in widths]
+        if self.has_heads and not head and specs[-1].options.get("concat", True):
+            # The output layer averages its heads instead of concatenating.
+            specs[-1] = ConvSpec(kind, out_features, {**specs[-1].options, "concat": False})
+        super().__init__(in_features, specs, out_features=out_features,
+                         activation=activation, dropout=dropout, norm=norm,
+                         residual=residual, head=head, rngs=rngs)
+
+
+class GCN(BasicGNN):
+    """A uniform stack of :class:`GCNConv` layers (see :class:`BasicGNN` for
+    the arguments)."""
+
+    conv_kind = "gcn"
+
+
+class GAT(BasicGNN):
+    """A uniform stack of :class:`GATConv` layers; ``hidden_features`` is the
+    total width (heads × per-head); the output layer averages heads (see
+    :class:`BasicGNN` for the arguments)."""
+
+    conv_kind = "gat"
+
+
+class GraphSAGE(BasicGNN):
+    """A uniform stack of :class:`SAGEConv` layers (see :class:`BasicGNN` for
+    the arguments)."""
+
+    conv_kind = "sage"
+
+
+class GIN(BasicGNN):
+    """A uniform stack of :class:`GINConv` layers with their default MLPs (see
+    :class:`BasicGNN` for the arguments)."""
+
+    conv_kind = "gin"

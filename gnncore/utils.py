@@ -2,7 +2,9 @@
 input shapes, never on values (no ``remove``-style filtering of edges).
 
 Where PyG drops edges (e.g. existing self-loops before adding new ones), we keep
-the edge and give it weight 0 or mask it, so the edge count stays static.
+the edge and give it weight 0 or mask it, so the edge count stays static
+(:func:`remove_self_loops` returns such a mask, which :func:`add_self_loops`
+takes).
 
 The exceptions are :func:`coalesce` and :func:`to_undirected`, whose output size
 depends on the data: they run eagerly only (on the host, before ``jit``) and
@@ -17,9 +19,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gnncore.segment import segment_sum
+from gnncore.segment import segment_max, segment_min, segment_sum
 
 __all__ = [
+    "FILL_REDUCTIONS",
     "add_remaining_self_loops",
     "as_edge_index",
     "add_self_loops",
@@ -27,6 +30,7 @@ __all__ = [
     "degree",
     "gcn_norm",
     "is_self_loop",
+    "remove_self_loops",
     "to_undirected",
 ]
 
@@ -57,20 +61,87 @@ def _loop_index(num_nodes: int, dtype):
     return jnp.stack([loops, loops])
 
 
+#: the reductions a string ``fill_value`` of :func:`add_self_loops` may name
+FILL_REDUCTIONS = ("mean", "add", "sum", "max", "min")
+
+
+def remove_self_loops(edge_index, edge_attr=None, *, edge_mask=None):
+    """PyG's ``remove_self_loops`` at a static shape: the loops stay in place.
+
+    Instead of dropping them, the returned ``edge_mask`` ([E] bool) is False at
+    every self-loop (and wherever a given ``edge_mask`` was already False);
+    layers leave masked edges out (e.g. ``segment_softmax(..., mask=)``) and
+    :func:`add_self_loops` skips them when it reduces a ``fill_value``.
+    Returns ``(edge_index, edge_attr, edge_mask)`` (``edge_index`` and
+    ``edge_attr`` unchanged).
+    """
+    edge_index = as_edge_index(edge_index)
+    keep = ~is_self_loop(edge_index)
+    if edge_mask is not None:
+        keep = keep & edge_mask
+    return edge_index, edge_attr, keep
+
+
+def _check_fill_value(fill_value) -> None:
+    if isinstance(fill_value, str) and fill_value not in FILL_REDUCTIONS:
+        raise ValueError(f"unknown fill_value {fill_value!r}; use a number or one of "
+                         f"{list(FILL_REDUCTIONS)}")
+
+
+def _loop_values(edge_weight, dst, num_nodes: int, fill_value, edge_mask):
+    """The weights / features of the appended loops (PyG's ``fill_value``):
+    a number (or an array broadcast to ``[num_nodes, ...]``), or a reduction
+    of each node's incoming unmasked edges' values (0 without any)."""
+    shape = (num_nodes,) + edge_weight.shape[1:]
+    if not isinstance(fill_value, str):
+        return jnp.broadcast_to(jnp.asarray(fill_value, edge_weight.dtype), shape)
+    keep = (jnp.ones(dst.shape[0], bool) if edge_mask is None else edge_mask)
+    if fill_value in ("max", "min"):
+        # Masked edges go to an extra segment that is dropped.
+        seg = jnp.where(keep, dst, num_nodes)
+        reduce = segment_max if fill_value == "max" else segment_min
+        return reduce(edge_weight, seg, num_nodes + 1)[:num_nodes]
+    wide = keep.reshape((-1,) + (1,) * (edge_weight.ndim - 1))
+    total = segment_sum(jnp.where(wide, edge_weight, 0.0), dst, num_nodes)
+    if fill_value in ("add", "sum"):
+        return total
+    count = segment_sum(keep.astype(edge_weight.dtype), dst, num_nodes)
+    return total / jnp.maximum(count, 1.0).reshape((num_nodes,) + (1,) * (total.ndim - 1))
+
+
 def add_self_loops(edge_index, num_nodes: int, *, edge_weight=None,
-                   fill_value: float = 1.0):
+                   fill_value: float | str = 1.0, edge_mask=None):
     """Append one loop (i, i) per node: ``E`` edges become ``E + num_nodes``.
 
-    Existing self-loops are kept as they are (so a node may have two). Returns
-    ``(edge_index, edge_weight)``; ``edge_weight`` is ``None`` if it was given
-    as ``None``.
+    Existing self-loops are kept as they are (so a node may have two), unless
+    ``edge_mask`` (from :func:`remove_self_loops`) masks them out.
+
+    Arguments:
+        edge_index: ``[2, E]``.
+        num_nodes: number of nodes (static).
+        edge_weight: ``[E]`` weights or ``[E, ...]`` edge features, or ``None``.
+        fill_value: the weight / feature of each appended loop: a number (or an
+            array broadcast to one loop's features), or, as in PyG, a reduction
+            of the node's incoming edges: ``"mean"``, ``"add"`` (``"sum"``),
+            ``"max"`` or ``"min"``; a node without incoming edges gets 0.
+        edge_mask: ``[E]`` bool, False for edges that are gone (PyG would have
+            removed them): they take no part in a reduced ``fill_value``.
+
+    Returns ``(edge_index, edge_weight)``; ``edge_weight`` is ``None`` if it
+    was given as ``None``. With ``edge_mask`` it returns ``(edge_index,
+    edge_weight, edge_mask)``, the mask extended with True for the new loops.
     """
+    _check_fill_value(fill_value)
+    edge_index = as_edge_index(edge_index)
     new_index = jnp.concatenate(
         [edge_index, _loop_index(num_nodes, edge_index.dtype)], axis=1)
-    if edge_weight is None:
-        return new_index, None
-    loop_w = jnp.full((num_nodes,), fill_value, dtype=edge_weight.dtype)
-    return new_index, jnp.concatenate([edge_weight, loop_w])
+    new_weight = None
+    if edge_weight is not None:
+        loop_w = _loop_values(edge_weight, edge_index[1], num_nodes, fill_value, edge_mask)
+        new_weight = jnp.concatenate([edge_weight, loop_w])
+    if edge_mask is None:
+        return new_index, new_weight
+    return new_index, new_weight, jnp.concatenate([edge_mask, jnp.ones(num_nodes, bool)])
 
 
 def add_remaining_self_loops(edge_index, num_nodes: int, *, edge_weight=None,

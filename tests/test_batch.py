@@ -76,7 +76,7 @@ GRAPHNORM_PADDING = pytest.mark.xfail(
                                         pytest.param("sum", "graph", marks=GRAPHNORM_PADDING),
                                         ("max", "layer"), ("min", "batch")])
 def test_padding_does_not_change_real_graphs(pool, norm):
-    model = _model(pool, batch_norm=True, norm=norm)
+    model = _model(pool, norm=norm)
     model.eval()
     exact = Batch.from_graphs(GRAPHS, pad=False)
     out = model(exact.x, exact.edge_index, batch=exact.batch, num_graphs=5)
@@ -97,7 +97,7 @@ def _loss(model, b):
 @pytest.mark.parametrize("norm", ["batch", pytest.param("graph", marks=GRAPHNORM_PADDING),
                                   "layer"])
 def test_training_gradients_identical_with_and_without_padding(norm):
-    model = _model("mean", batch_norm=True, norm=norm)
+    model = _model("mean", norm=norm)
     small = Batch.from_graphs(GRAPHS, LABELS)
     big = Batch.from_graphs(GRAPHS, LABELS, num_nodes=128, num_edges=256, num_graphs=32)
     g1 = nnx.grad(_loss)(model, small)
@@ -156,9 +156,9 @@ def test_pool_needs_a_head():
 
 
 def test_graph_norms_under_a_trace_need_num_graphs():
-    model = _model("mean", batch_norm=True, norm="graph")
+    model = _model("mean", norm="graph")
     b = Batch.from_graphs(GRAPHS)
     with pytest.raises(ValueError, match="num_graphs"):
         nnx.jit(lambda m, b: m(b.x, b.edge_index, batch=b.batch))(model, b)
     with pytest.raises(ValueError, match="unknown norm"):
-        _model("mean", batch_norm=True, norm="group")
+        _model("mean", norm="group")

@@ -17,10 +17,10 @@ JraphX divergences found (read from its source, confirmed by the tests below):
   JraphX has no output ``bias`` (only the ``lin_l`` / ``lin_r`` biases); PyG and
   gnncore add one. Compared with gnncore's output bias added to JraphX's output.
 - TransformerConv: JraphX fuses the three projections into ``lin_qkv`` (kernel
-  ``[F, 3HC]`` = ``[W_q | W_k | W_v]``), always gives ``lin_skip`` a bias (PyG
-  and gnncore follow ``bias``), has no bipartite input and no
-  ``return_attention_weights``. Compared on ordinary graphs, with the skip bias
-  set to 0 in JraphX when gnncore has none.
+  ``[F, 3HC]`` = ``[W_q | W_k | W_v]``), always gives ``lin_qkv`` and
+  ``lin_skip`` a bias (PyG and gnncore follow ``bias`` in all four), has no
+  bipartite input and no ``return_attention_weights``. Compared on ordinary
+  graphs, with those biases set to 0 in JraphX when gnncore has none.
 """
 
 from __future__ import annotations
@@ -576,6 +576,21 @@ def test_transformer_beta_gate(concat):
         is None
 
 
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "no_bias"])
+def test_transformer_bias_reaches_query_key_value_and_skip(bias):
+    """PyG 2.8.1 builds lin_key, lin_query, lin_value and lin_skip with
+    ``bias=bias``; lin_edge never has a bias."""
+    layer = nnx.eval_shape(lambda: TransformerConv(F_IN, 3, heads=2, edge_dim=EDGE_DIM,
+                                                   bias=bias, rngs=nnx.Rngs(0)))
+    for name in ("lin_key", "lin_query", "lin_value", "lin_skip"):
+        assert (getattr(layer, name).bias is not None) == bias, name
+    assert layer.lin_edge.bias is None
+    paths = {"/".join(map(str, p)) for p, _ in nnx.to_flat_state(nnx.state(layer, nnx.Param))}
+    biases = {p for p in paths if p.endswith("bias")}
+    expected = {"lin_key/bias", "lin_query/bias", "lin_value/bias", "lin_skip/bias"}
+    assert biases == (expected if bias else set())
+
+
 def test_input_errors():
     """Bad inputs are refused before any computation (the layers are abstract
     here: a check that came too late would fail on the missing weights)."""
@@ -640,7 +655,8 @@ def jraphx_transformer(t, opts):
                                                            rngs=nnx.Rngs(0), **opts))
     lins = (t.lin_query, t.lin_key, t.lin_value)
     _copy(j.lin_qkv.kernel, jnp.concatenate([lin.kernel[...] for lin in lins], axis=1))
-    _copy(j.lin_qkv.bias, jnp.concatenate([lin.bias[...] for lin in lins]))
+    _copy(j.lin_qkv.bias, jnp.concatenate([jnp.zeros(lin.out_features) if lin.bias is None
+                                           else lin.bias[...] for lin in lins]))
     if t.lin_edge is not None:
         _copy(j.lin_edge.kernel, t.lin_edge.kernel[...])
     if t.lin_skip is not None:

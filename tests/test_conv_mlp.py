@@ -42,10 +42,10 @@ import pytest
 from flax import nnx
 
 from gnncore.conv.edge_conv import EdgeConv
-from gnncore.conv.gin import MLP
 from gnncore.conv.gine import GINEConv
 from gnncore.conv.graph_conv import GraphConv
 from gnncore.inits import linear
+from gnncore.mlp import MLP
 from gnncore.sparse import Adjacency
 
 ATOL = 1e-5
@@ -338,6 +338,15 @@ def test_edge_conv_matches_dense(aggr):
     check(apply(layer, x, adj), ref_edge_conv(layer, x, ei), "adjacency")
     x, ei, _, _ = _bipartite(12)
     check(apply(layer, x, ei), ref_edge_conv(layer, x, ei), "bipartite")
+
+
+def test_mlp_lives_in_its_own_module_and_old_imports_still_work():
+    import gnncore
+    import gnncore.conv
+    import gnncore.conv.gin
+
+    assert MLP.__module__ == "gnncore.mlp"
+    assert gnncore.MLP is gnncore.conv.MLP is gnncore.conv.gin.MLP is MLP
 
 
 def test_edge_conv_any_module():

@@ -235,6 +235,12 @@ def ref_gat_edge(layer, x, edge_index, edge_attr):
     cnt = S_in.sum(axis=1, keepdims=True)
     if layer.fill_value == "mean":
         loop_attr = np.where(cnt > 0, S_in @ ea / np.maximum(cnt, 1.0), 0.0)
+    elif layer.fill_value in ("add", "sum"):
+        loop_attr = S_in @ ea
+    elif layer.fill_value in ("max", "min"):
+        pick = np.max if layer.fill_value == "max" else np.min
+        loop_attr = np.array([pick(ea[S_in[i] > 0], axis=0) if cnt[i, 0] else
+                              np.zeros(ea.shape[1]) for i in range(n)]).reshape(n, -1)
     else:
         loop_attr = np.full((n, ea.shape[1]), float(layer.fill_value))
     src = np.concatenate([ei[0], np.arange(n)])
@@ -378,6 +384,28 @@ def test_gcn_duplicate_loop_counts_once():
     check(out, expected)
 
 
+def test_gcn_improved_without_edge_weights_uses_a_plus_2i():
+    """improved=True means A + 2I also without edge weights (the documented
+    maths). PyG 2.8.1's gcn_norm drops the fill value 2 when no edge weights
+    are given (its loops get weight 1, i.e. A + I); gnncore does not."""
+    layer = GCNConv(1, 1, improved=True, bias=False, rngs=nnx.Rngs(0))
+    layer.lin.kernel[...] = jnp.ones((1, 1))
+    ei = np.array([[1, 2, 0], [0, 0, 1]])  # 1->0, 2->0, 0->1; node 2 has no in-edge
+    x = np.array([[1.0], [3.0], [5.0]], np.float32)
+    out = layer(jnp.asarray(x), jnp.asarray(ei, jnp.int32))
+    a_hat = adjacency(ei, 3, 3) + 2.0 * np.eye(3)
+    d = a_hat.sum(axis=1)  # [4, 3, 2]
+    expected = a_hat / np.sqrt(np.outer(d, d)) @ _x64(x)
+    check(out, expected)
+    # node 2 keeps only its own loop: 2 / deg = 1, so its output is x_2 itself
+    np.testing.assert_allclose(np.asarray(out)[2], x[2], rtol=1e-6)
+    a_pyg = adjacency(ei, 3, 3) + np.eye(3)  # what PyG 2.8.1 computes here
+    d_pyg = a_pyg.sum(axis=1)
+    assert not np.allclose(np.asarray(out), a_pyg / np.sqrt(np.outer(d_pyg, d_pyg)) @ _x64(x),
+                           atol=1e-3)
+    check(out, ref_gcn(layer, x, ei))
+
+
 def test_gcn_cached_matches_dense():
     n, ei = GRAPHS["union"]
     x = _features(3, n, 5)
@@ -459,8 +487,11 @@ def test_gat_edge_features_no_edges_eager():
     assert out.shape == (3, 3) and bool(jnp.all(jnp.isfinite(out)))
 
 
-def test_gat_edge_features_numeric_fill():
-    layer = _randomise(GATConv(4, 3, heads=2, edge_dim=2, fill_value=0.5,
+@pytest.mark.parametrize("fill", [0.5, "add", "max", "min"])
+def test_gat_edge_features_other_fills(fill):
+    """A number, or a reduction of the node's other in-edges (the shared
+    add_self_loops(fill_value=), as in PyG)."""
+    layer = _randomise(GATConv(4, 3, heads=2, edge_dim=2, fill_value=fill,
                                rngs=nnx.Rngs(3)), 4)
     n, ei = GRAPHS["union"]
     x, ea = _features(1, n, 4), _features(2, ei.shape[1], 2)
@@ -643,12 +674,12 @@ MODEL_CONFIGS = {
     "mixed_bn_residual": dict(
         convs=[ConvSpec("gcn", 8), ConvSpec("gat", 8, {"heads": 2}),
                ConvSpec("sage", 8, {"aggr": "max"}), ConvSpec("gin", 3)],
-        batch_norm=True, residual=True, activation="elu", dropout=0.5),
+        norm="batch", residual=True, activation="elu", dropout=0.5),
     "mixed_head_edge_feats": dict(
         convs=[ConvSpec("gat", 6, {"heads": 3, "edge_dim": 2}),
                ConvSpec("gcn", 5, {"improved": True}), ConvSpec("sage", 4),
                ConvSpec("gin", 4, {"eps": 0.2})],
-        batch_norm=True, head=True, out_features=3, activation="tanh"),
+        norm="batch", head=True, out_features=3, activation="tanh"),
     "mixed_plain": dict(
         convs=[ConvSpec("sage", 6, {"aggr": "sum", "normalize": True}),
                ConvSpec("gin", 6, {"train_eps": True}),

@@ -172,3 +172,87 @@ def test_gat_bipartite_self_loops_use_source_features_on_the_fused_path():
     by_list = conv((x_src, x_dst), g.edge_index)
     fused = conv((x_src, x_dst), g.adj)
     np.testing.assert_allclose(fused, by_list, rtol=1e-5, atol=1e-6)
+
+
+# ----------------------------------------------------- one owner for every rule
+def test_conv_types_map_kinds_to_classes_that_declare_what_they_take():
+    import gnncore
+    from gnncore import CONV_TYPES
+
+    assert all(isinstance(cls, type) for cls in CONV_TYPES.values())
+    headed = {k for k, cls in CONV_TYPES.items() if cls.has_heads}
+    weighted = {k for k, cls in CONV_TYPES.items() if cls.takes_edge_weight}
+    with_attr = {k for k, cls in CONV_TYPES.items() if cls.takes_edge_attr}
+    assert headed == {"gat", "gatv2", "transformer"}
+    assert weighted == {"gcn", "graph", "cheb", "sg"}
+    assert with_attr == {"gat", "gatv2", "transformer"}
+    for name in ("HEADED", "WEIGHTED", "EDGE_FEATURES"):
+        assert not hasattr(gnncore.models, name)
+    assert gnncore.POOLS == ("mean", "sum", "max", "min")
+    assert tuple(gnncore.NORMS) == ("batch", "layer", "graph")
+
+
+def test_build_conv_reads_the_spec_defaults_of_the_conv_class():
+    from gnncore import CONV_TYPES, ChebConv
+
+    assert CONV_TYPES["cheb"] is ChebConv and dict(ChebConv.spec_defaults) == {"K": 2}
+    r = nnx.Rngs(0)
+    assert build_conv(ConvSpec("cheb", 4), 3, rngs=r).K == 2
+    assert build_conv(ConvSpec("cheb", 4, {"K": 3}), 3, rngs=r).K == 3
+    assert dict(GCNConv.spec_defaults) == {}
+
+
+def test_model_families_are_gnn_subclasses_declaring_their_conv():
+    from gnncore import GIN, BasicGNN, GATv2Conv, GraphSAGE
+
+    r = nnx.Rngs(0)
+    for cls, kind, conv in ((GCN, "gcn", GCNConv), (GAT, "gat", GATConv),
+                            (GraphSAGE, "sage", SAGEConv), (GIN, "gin", GINConv)):
+        assert issubclass(cls, BasicGNN) and issubclass(cls, GNN)
+        assert cls.conv_kind == kind and cls.conv_class is conv
+        assert cls.has_heads == conv.has_heads
+        assert cls.takes_edge_weight == conv.takes_edge_weight
+        assert cls.takes_edge_attr == conv.takes_edge_attr
+        model = cls(5, 8, 3, rngs=r)
+        assert isinstance(model, GNN) and model.kinds == (kind, kind)
+    assert GAT.has_heads and not GCN.has_heads and GCN.takes_edge_weight
+    with pytest.raises(TypeError, match="base class"):
+        BasicGNN(5, 8, 3, rngs=r)
+
+    class GATv2(BasicGNN):
+        conv_kind = "gatv2"
+
+    assert GATv2.conv_class is GATv2Conv and GATv2.has_heads
+    model = GATv2(5, 8, 3, heads=2, rngs=r)
+    assert model.convs[-1].concat is False  # a headed output layer averages its heads
+
+
+def test_norm_is_one_argument():
+    from gnncore import NORMS, LayerNorm
+
+    r = nnx.Rngs(0)
+    specs = [ConvSpec("gcn", 4), ConvSpec("gcn", 2)]
+    assert len(GNN(3, specs, rngs=r).norms) == 0  # default: no norm
+    assert isinstance(GNN(3, specs, norm="layer", rngs=r).norms[0], LayerNorm)
+    assert isinstance(GCN(3, 4, 2, norm="batch", rngs=r).norms[0], NORMS["batch"])
+    with pytest.raises(TypeError, match="batch_norm"):
+        GNN(3, specs, batch_norm=True, rngs=r)
+    with pytest.raises(ValueError, match="unknown norm"):
+        GNN(3, specs, norm="group", rngs=r)
+
+
+@pytest.mark.parametrize("pool", ["mean", "sum", "max", "min"])
+def test_gnn_readout_is_the_global_pool(pool):
+    from gnncore import global_add_pool, global_max_pool, global_mean_pool, global_min_pool
+
+    fn = {"mean": global_mean_pool, "sum": global_add_pool, "max": global_max_pool,
+          "min": global_min_pool}[pool]
+    x, ei, ew, ea = sample_inputs()
+    model = GNN(5, [ConvSpec("gcn", 4), ConvSpec("sage", 4)], out_features=2, head=True,
+                pool=pool, rngs=nnx.Rngs(0))
+    batch = jnp.array([0, 0, 0, 1, 1, 2, 2], jnp.int32)
+    out, hidden = model(x, ei, ew, batch=batch, num_graphs=4, return_hidden=True)
+    np.testing.assert_allclose(out, model.head(fn(hidden[-1], batch, 4)), rtol=1e-6)
+    mask = jnp.arange(7) < 5
+    out, hidden = model(x, ei, ew, node_mask=mask, return_hidden=True)
+    np.testing.assert_allclose(out, model.head(fn(hidden[-1], mask=mask)), rtol=1e-6)

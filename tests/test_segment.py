@@ -12,6 +12,7 @@ from gnncore import (
     add_self_loops,
     degree,
     gcn_norm,
+    remove_self_loops,
     segment_max,
     segment_mean,
     segment_min,
@@ -109,6 +110,35 @@ def test_self_loops_are_jit_safe_with_static_shapes():
     assert np.asarray(weight).tolist() == [1.0, 0.0, 2.0, 1.0, 5.0, 1.0]
     idx2, w2 = jax.jit(add_self_loops, static_argnums=1)(ei, 3)
     assert idx2.shape == (2, 6) and w2 is None
+
+
+@pytest.mark.parametrize("fill", ["mean", "add", "sum", "max", "min", 0.5])
+def test_remove_then_add_self_loops_fills_like_pyg_at_a_static_shape(fill):
+    """PyG's remove_self_loops + add_self_loops(fill_value=): the old loops stay,
+    masked, and the new loops' features reduce each node's other in-edges."""
+    ei = jnp.array([[0, 1, 1, 2, 2], [1, 1, 2, 1, 2]])  # loops on 1 and 2; node 0: none
+    attr = jnp.array([[1.0, -2.0], [9.0, 9.0], [3.0, 4.0], [5.0, 0.0], [7.0, 7.0]])
+
+    def f(ei, attr):
+        ei, attr, mask = remove_self_loops(ei, attr)
+        return add_self_loops(ei, 3, edge_weight=attr, fill_value=fill, edge_mask=mask)
+
+    idx, out, mask = jax.jit(f)(ei, attr)
+    assert idx.shape == (2, 8) and out.shape == (8, 2)
+    assert np.asarray(mask).tolist() == [True, False, True, True, False, True, True, True]
+    np.testing.assert_array_equal(out[:5], attr)  # the given edges are untouched
+    # in-edges that count (loops excluded): node 0 none, node 1 rows 0 and 3, node 2 row 2
+    a = np.asarray(attr)
+    groups = [a[[]], a[[0, 3]], a[[2]]]
+    how = {"mean": np.mean, "add": np.sum, "sum": np.sum, "max": np.max, "min": np.min}
+    expected = [np.full(2, fill) if not isinstance(fill, str)
+                else (how[fill](g, axis=0) if len(g) else np.zeros(2)) for g in groups]
+    np.testing.assert_allclose(out[5:], np.stack(expected), rtol=1e-6)
+    # without a mask the old loops take part; 1-D weights work the same way
+    _, w = add_self_loops(ei, 3, edge_weight=attr[:, 0], fill_value="max")
+    assert np.asarray(w[5:]).tolist() == [0.0, 9.0, 7.0]
+    with pytest.raises(ValueError, match="unknown fill_value"):
+        add_self_loops(ei, 3, edge_weight=attr, fill_value="mul")
 
 
 def test_gcn_norm_matches_dense_and_handles_isolated_nodes():

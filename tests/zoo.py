@@ -108,7 +108,7 @@ MODELS = {
     "mixed_bn_residual_head": (
         lambda r: GNN(F_IN, [ConvSpec("gcn", 8), ConvSpec("gat", 8, {"heads": 2}),
                              ConvSpec("sage", 8, {"aggr": "max"}), ConvSpec("gin", 8)],
-                      out_features=N_CLASSES, head=True, batch_norm=True, residual=True,
+                      out_features=N_CLASSES, head=True, norm="batch", residual=True,
                       dropout=0.3, activation="elu", rngs=r),
         _call_model),
     "gatv2_transformer_graph_head": (
@@ -117,7 +117,7 @@ MODELS = {
                              ConvSpec("cheb", 8, {"K": 2}), ConvSpec("sg", 8)],
                       out_features=N_CLASSES, head=True, rngs=r),
         _call_model),
-    "gcn_bn_three_layers": (lambda r: GCN(F_IN, 8, N_CLASSES, num_layers=3, batch_norm=True,
+    "gcn_bn_three_layers": (lambda r: GCN(F_IN, 8, N_CLASSES, num_layers=3, norm="batch",
                                           rngs=r), _call_model),
 }
 

@@ -22,6 +22,8 @@ an :class:`~gnncore.sparse.Adjacency` for the fused CSR kernel),
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import jax.numpy as jnp
 from flax import nnx
 
@@ -59,6 +61,8 @@ class APPNP(WeightedSum):
 
     Call ``layer(x, edge_index, edge_weight=None)``.
     """
+
+    takes_edge_weight: ClassVar[bool] = True
 
     def __init__(self, K: int, alpha: float, *, dropout: float = 0.0,
                  cached: bool = False, add_self_loops: bool = True,

@@ -34,6 +34,9 @@ fused CSR kernel), ``edge_weight`` ``(|E|,)`` optional, ``lambda_max`` a scalar
 from __future__ import annotations
 
 import numbers
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any, ClassVar
 
 import jax.numpy as jnp
 from flax import nnx
@@ -76,6 +79,10 @@ class ChebConv(WeightedSum):
     falls back to twice the largest entry of :math:`\\mathbf{L}`, i.e. twice
     the largest out-degree; pass that value to reproduce it.)
     """
+
+    takes_edge_weight: ClassVar[bool] = True
+    #: the explorer's "cheb" kind: two Chebyshev terms (one hop) unless a spec sets K
+    spec_defaults: ClassVar[Mapping[str, Any]] = MappingProxyType({"K": 2})
 
     def __init__(self, in_features: int, out_features: int, K: int, *,
                  normalization: str | None = "sym", bias: bool = True, rngs: nnx.Rngs):

@@ -32,7 +32,7 @@ class EdgeConv(MessagePassing):
 
     Arguments:
         nn: the network :math:`h_\\Theta`, any callable (typically an
-            ``nnx.Module``, e.g. :class:`~gnncore.conv.gin.MLP`
+            ``nnx.Module``, e.g. :class:`~gnncore.mlp.MLP`
             ``[2 * F_in, hidden, F_out]``) mapping ``[E, 2 * F_in]`` to
             ``[E, F_out]``.
         aggr: ``"max"`` (default), ``"sum"`` (alias ``"add"``), ``"mean"`` or

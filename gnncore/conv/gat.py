@@ -20,15 +20,22 @@ products),
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import jax
 import jax.numpy as jnp
 from flax import nnx
 
 from gnncore.inits import glorot, linear, zeros
 from gnncore.message_passing import MessagePassing
-from gnncore.segment import segment_softmax, segment_sum
+from gnncore.segment import segment_softmax
 from gnncore.sparse import Adjacency, apply_linear, spmm
-from gnncore.utils import as_edge_index, is_self_loop
+from gnncore.utils import (
+    _check_fill_value,
+    add_self_loops,
+    as_edge_index,
+    remove_self_loops,
+)
 
 __all__ = ["GATConv"]
 
@@ -48,8 +55,10 @@ class GATConv(MessagePassing):
             masked out (weight 0) and one loop per node is appended, so the edge
             count stays static.
         edge_dim: size of edge features to include in the attention, or ``None``.
-        fill_value: edge feature of the added self-loops: ``"mean"`` of the
-            node's incoming edge features, or a number.
+        fill_value: edge feature of the appended self-loops: a number, or a
+            reduction of the node's incoming (non-loop) edge features:
+            ``"mean"``, ``"add"`` (``"sum"``), ``"max"`` or ``"min"``; a node
+            without incoming edges gets 0 (see :func:`gnncore.utils.add_self_loops`).
         bias: learn an additive bias.
         rngs: ``nnx.Rngs`` for weights (glorot) and dropout.
 
@@ -59,12 +68,16 @@ class GATConv(MessagePassing):
     appended self-loops; masked old loops have weight 0).
     """
 
+    has_heads: ClassVar[bool] = True
+    takes_edge_attr: ClassVar[bool] = True
+
     def __init__(self, in_features: int | tuple[int, int], out_features: int, *,
                  heads: int = 1, concat: bool = True, negative_slope: float = 0.2,
                  dropout: float = 0.0, add_self_loops: bool = True,
                  edge_dim: int | None = None, fill_value: float | str = "mean",
                  bias: bool = True, rngs: nnx.Rngs):
         super().__init__(aggr="sum")
+        _check_fill_value(fill_value)
         self.in_features, self.out_features = in_features, out_features
         self.heads, self.concat = heads, concat
         self.negative_slope = negative_slope
@@ -119,13 +132,12 @@ class GATConv(MessagePassing):
             if h_src.shape[0] != num_dst:
                 raise ValueError("add_self_loops needs as many source as target nodes; "
                                  "pass add_self_loops=False for a bipartite graph")
-            valid = ~is_self_loop(edge_index)
-            loops = jnp.arange(num_dst, dtype=edge_index.dtype)
-            edge_index = jnp.concatenate([edge_index, jnp.stack([loops, loops])], axis=1)
-            valid = jnp.concatenate([valid, jnp.ones(num_dst, dtype=bool)])
-            if edge_attr is not None:
-                edge_attr = jnp.concatenate(
-                    [edge_attr, self._loop_attr(edge_attr, edge_index, valid, num_dst)])
+            # PyG: remove_self_loops, then add_self_loops(fill_value=); here the
+            # old loops stay in place, masked, so the edge count is static.
+            edge_index, edge_attr, valid = remove_self_loops(edge_index, edge_attr)
+            edge_index, edge_attr, valid = add_self_loops(
+                edge_index, num_dst, edge_weight=edge_attr, fill_value=self.fill_value,
+                edge_mask=valid)
         src, dst = edge_index[0], edge_index[1]
 
         logits = a_src[src] + a_dst[dst]  # [E', H]
@@ -155,19 +167,6 @@ class GATConv(MessagePassing):
         if return_attention_weights:
             return out, (edge_index, alpha)
         return out
-
-    def _loop_attr(self, edge_attr, edge_index, valid, num_nodes):
-        """Edge features for the appended self-loops (PyG's ``fill_value``)."""
-        n_old = edge_attr.shape[0]
-        feat = edge_attr.reshape(n_old, self.edge_dim)
-        if self.fill_value == "mean":
-            old_valid = valid[:n_old].astype(feat.dtype)[:, None]
-            total = segment_sum(feat * old_valid, edge_index[1, :n_old], num_nodes)
-            count = segment_sum(old_valid, edge_index[1, :n_old], num_nodes)
-            loop = total / jnp.maximum(count, 1.0)
-        else:
-            loop = jnp.full((num_nodes, feat.shape[1]), float(self.fill_value), feat.dtype)
-        return loop.reshape((num_nodes,) + edge_attr.shape[1:])
 
     def message(self, x_j, alpha):
         return alpha[..., None] * x_j

@@ -27,19 +27,24 @@ or ``(|V|, F_out)``.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import jax
 import jax.numpy as jnp
 from flax import nnx
 
 from gnncore.inits import glorot, linear, torch_bias, zeros
 from gnncore.message_passing import MessagePassing
-from gnncore.segment import segment_max, segment_min, segment_softmax, segment_sum
+from gnncore.segment import segment_softmax
 from gnncore.sparse import Adjacency, apply_linear, as_dense, spmm
-from gnncore.utils import as_edge_index, is_self_loop
+from gnncore.utils import (
+    _check_fill_value,
+    add_self_loops,
+    as_edge_index,
+    remove_self_loops,
+)
 
 __all__ = ["GATv2Conv"]
-
-_FILL_REDUCTIONS = ("mean", "add", "sum", "max", "min")
 
 
 def _glorot_linear(in_features: int, out_features: int, bias: bool, rngs: nnx.Rngs):
@@ -67,7 +72,7 @@ class GATv2Conv(MessagePassing):
         fill_value: edge feature of the appended self-loops: a number, or a
             reduction of the node's incoming (non-loop) edge features:
             ``"mean"``, ``"add"`` (``"sum"``), ``"max"`` or ``"min"``; a node
-            without incoming edges gets 0.
+            without incoming edges gets 0 (see :func:`gnncore.utils.add_self_loops`).
         bias: learn additive biases (in ``lin_l`` / ``lin_r`` and on the output,
             as in PyG).
         share_weights: apply the same linear map to source and target nodes;
@@ -83,6 +88,9 @@ class GATv2Conv(MessagePassing):
     loop per node), after attention dropout.
     """
 
+    has_heads: ClassVar[bool] = True
+    takes_edge_attr: ClassVar[bool] = True
+
     def __init__(self, in_features: int | tuple[int, int], out_features: int, *,
                  heads: int = 1, concat: bool = True, negative_slope: float = 0.2,
                  dropout: float = 0.0, add_self_loops: bool = True,
@@ -90,9 +98,7 @@ class GATv2Conv(MessagePassing):
                  bias: bool = True, share_weights: bool = False, residual: bool = False,
                  rngs: nnx.Rngs):
         super().__init__(aggr="sum")
-        if isinstance(fill_value, str) and fill_value not in _FILL_REDUCTIONS:
-            raise ValueError(f"unknown fill_value {fill_value!r}; use a number or one of "
-                             f"{list(_FILL_REDUCTIONS)}")
+        _check_fill_value(fill_value)
         self.in_features, self.out_features = in_features, out_features
         self.heads, self.concat = heads, concat
         self.negative_slope = negative_slope
@@ -146,13 +152,12 @@ class GATv2Conv(MessagePassing):
 
         valid = None
         if self.add_self_loops:
-            valid = ~is_self_loop(edge_index)
-            loops = jnp.arange(num_dst, dtype=edge_index.dtype)
-            if edge_attr is not None:
-                edge_attr = jnp.concatenate(
-                    [edge_attr, self._loop_attr(edge_attr, edge_index[1], valid, num_dst)])
-            edge_index = jnp.concatenate([edge_index, jnp.stack([loops, loops])], axis=1)
-            valid = jnp.concatenate([valid, jnp.ones(num_dst, dtype=bool)])
+            # PyG: remove_self_loops, then add_self_loops(fill_value=); here the
+            # old loops stay in place, masked, so the edge count is static.
+            edge_index, edge_attr, valid = remove_self_loops(edge_index, edge_attr)
+            edge_index, edge_attr, valid = add_self_loops(
+                edge_index, num_dst, edge_weight=edge_attr, fill_value=self.fill_value,
+                edge_mask=valid)
         src, dst = edge_index[0], edge_index[1]
 
         z = jnp.take(h_src, src, axis=0) + jnp.take(h_dst, dst, axis=0)  # [E', H, C]
@@ -181,24 +186,6 @@ class GATv2Conv(MessagePassing):
         if return_attention_weights:
             return out, (edge_index, alpha)
         return out
-
-    def _loop_attr(self, edge_attr, dst, valid, num_nodes):
-        """Edge features of the appended self-loops (PyG's ``fill_value``),
-        reduced over each node's incoming edges that are not old self-loops."""
-        if not isinstance(self.fill_value, str):
-            return jnp.full((num_nodes, edge_attr.shape[1]), float(self.fill_value),
-                            edge_attr.dtype)
-        keep = valid[:, None]
-        # Old loops are routed to a dropped extra segment, so they take no part.
-        seg = jnp.where(valid, dst, num_nodes)
-        if self.fill_value in ("max", "min"):
-            reduce = segment_max if self.fill_value == "max" else segment_min
-            return reduce(edge_attr, seg, num_nodes + 1)[:num_nodes]
-        total = segment_sum(jnp.where(keep, edge_attr, 0.0), dst, num_nodes)
-        if self.fill_value in ("add", "sum"):
-            return total
-        count = segment_sum(valid.astype(edge_attr.dtype), dst, num_nodes)
-        return total / jnp.maximum(count, 1.0)[:, None]
 
     def message(self, x_j, alpha):
         return alpha[..., None] * x_j

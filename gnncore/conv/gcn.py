@@ -15,6 +15,8 @@ Shapes: ``x`` ``(|V|, F_in)``, ``edge_index`` ``(2, |E|)`` (or an
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import jax
 import jax.numpy as jnp
 from flax import nnx
@@ -37,7 +39,12 @@ class GCNConv(MessagePassing):
     Arguments:
         in_features: input feature size ``F_in``.
         out_features: output feature size ``F_out``.
-        improved: use :math:`A + 2I` instead of :math:`A + I`.
+        improved: use :math:`A + 2I` instead of :math:`A + I`, with or
+            without ``edge_weight`` (a node that already has a self-loop keeps
+            that loop's weight). Unlike PyG 2.8.1: its ``gcn_norm`` drops the
+            fill value 2 when no edge weights are given, so ``GCNConv(improved=True)``
+            called without ``edge_weight`` computes :math:`A + I` there; pass
+            all-ones edge weights to PyG to get gnncore's :math:`A + 2I`.
         cached: reuse a normalisation filled by :meth:`precompute_norm`. The
             cache is never filled implicitly (a traced call cannot write module
             state that outlives the trace); call ``precompute_norm`` eagerly
@@ -50,6 +57,8 @@ class GCNConv(MessagePassing):
         bias: learn an additive bias.
         rngs: ``nnx.Rngs`` for the weights (glorot, as in PyG).
     """
+
+    takes_edge_weight: ClassVar[bool] = True
 
     def __init__(self, in_features: int, out_features: int, *, improved: bool = False,
                  cached: bool = False, add_self_loops: bool | None = None,

@@ -20,13 +20,14 @@ must follow that edge order.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import ClassVar
 
 import jax.numpy as jnp
 from flax import nnx
 
-from gnncore.conv.gin import MLP
 from gnncore.inits import linear
 from gnncore.message_passing import MessagePassing
+from gnncore.mlp import MLP
 from gnncore.sparse import as_dense
 
 __all__ = ["GINEConv"]
@@ -39,7 +40,7 @@ class GINEConv(MessagePassing):
         in_features: input size ``F_in``.
         out_features: output size ``F_out``.
         nn: the network :math:`h_\\Theta` applied after aggregation. By default an
-            :class:`~gnncore.conv.gin.MLP` ``[F_in, hidden_features, F_out]``; a
+            :class:`~gnncore.mlp.MLP` ``[F_in, hidden_features, F_out]``; a
             custom module must map ``F_in`` to ``F_out``.
         hidden_features: hidden width of the default MLP (default ``F_out``).
         eps: initial :math:`\\epsilon`.
@@ -50,6 +51,8 @@ class GINEConv(MessagePassing):
             already have ``F_in`` columns.
         rngs: ``nnx.Rngs`` for the default MLP and ``lin``.
     """
+
+    takes_edge_attr: ClassVar[bool] = True
 
     def __init__(self, in_features: int, out_features: int, *,
                  nn: Callable | None = None, hidden_features: int | None = None,

@@ -19,6 +19,8 @@ F_t))``, ``edge_index`` ``(2, |E|)`` or an :class:`~gnncore.sparse.Adjacency`
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import jax.numpy as jnp
 from flax import nnx
 
@@ -40,6 +42,8 @@ class GraphConv(MessagePassing):
         bias: bias of ``lin_rel`` (``lin_root`` has none, as in PyG).
         rngs: ``nnx.Rngs`` for the weights (torch.nn.Linear's init).
     """
+
+    takes_edge_weight: ClassVar[bool] = True
 
     def __init__(self, in_features: int | tuple[int, int], out_features: int, *,
                  aggr: str = "add", bias: bool = True, rngs: nnx.Rngs):

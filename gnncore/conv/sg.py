@@ -23,6 +23,8 @@ This module also holds the pieces the other propagation-only layers share
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import jax
 from flax import nnx
 
@@ -122,6 +124,8 @@ class SGConv(WeightedSum):
     ``F_out < F_in`` the features are transformed first
     (:math:`\\hat A^K (X \\Theta)`, the same maths on fewer columns).
     """
+
+    takes_edge_weight: ClassVar[bool] = True
 
     def __init__(self, in_features: int, out_features: int, *, K: int = 1,
                  cached: bool = False, add_self_loops: bool = True, bias: bool = True,

@@ -37,6 +37,7 @@ or ``(|V|, F_out)``.
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -67,8 +68,10 @@ class TransformerConv(MessagePassing):
         dropout: dropout rate on the attention coefficients while training; the
             layer draws masks from its own fork of the ``dropout`` stream.
         edge_dim: size of edge features, added (projected) to keys and values.
-        bias: learn a bias in the skip projection ``lin_skip``. The query, key
-            and value projections always carry a bias, as in PyG.
+        bias: learn biases in the query, key and value projections
+            (``lin_query``, ``lin_key``, ``lin_value``) and in the skip
+            projection ``lin_skip``, as in PyG (``bias=bias`` for all four);
+            ``lin_edge`` never has one.
         root_weight: add the skip term ``lin_skip(x_dst)``. Unlike PyG, no
             ``lin_skip`` is built without it (PyG builds one it never uses).
         rngs: ``nnx.Rngs`` for weights (torch.nn.Linear init) and dropout.
@@ -78,6 +81,9 @@ class TransformerConv(MessagePassing):
     with ``alpha`` ``[E, H]`` in the order of ``edge_index`` (after attention
     dropout).
     """
+
+    has_heads: ClassVar[bool] = True
+    takes_edge_attr: ClassVar[bool] = True
 
     def __init__(self, in_features: int | tuple[int, int], out_features: int, *,
                  heads: int = 1, concat: bool = True, beta: bool = False,
@@ -91,9 +97,9 @@ class TransformerConv(MessagePassing):
         f_src, f_dst = ((in_features, in_features) if isinstance(in_features, int)
                         else tuple(in_features))
         hc = heads * out_features
-        self.lin_key = linear(f_src, hc, rngs=rngs)
-        self.lin_query = linear(f_dst, hc, rngs=rngs)
-        self.lin_value = linear(f_src, hc, rngs=rngs)
+        self.lin_key = linear(f_src, hc, bias=bias, rngs=rngs)
+        self.lin_query = linear(f_dst, hc, bias=bias, rngs=rngs)
+        self.lin_value = linear(f_src, hc, bias=bias, rngs=rngs)
         self.lin_edge = (linear(edge_dim, hc, bias=False, rngs=rngs)
                          if edge_dim is not None else None)
         out_dim = hc if concat else out_features
