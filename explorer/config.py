@@ -16,6 +16,7 @@ from explorer.sources import FEATURES, GRAPH_TASKS, PRESETS
 from gnncore import ACTIVATIONS, CONV_TYPES, NORMS, POOLS
 
 if TYPE_CHECKING:
+    from explorer.engine.steppers import Stepper
     from explorer.engine.tasks import Task
 
 __all__ = ["LAYER_AGGRS", "LIMITS", "Bound", "ConfigError", "LayerConfig", "RunConfig"]
@@ -195,6 +196,13 @@ class RunConfig:
         from explorer.engine.tasks import task_for  # the engine imports this module
 
         return task_for(self.graph)
+
+    @property
+    def stepper(self) -> type[Stepper]:
+        """How the config's JIT mode runs the step (``explorer.engine.STEPPERS``)."""
+        from explorer.engine.steppers import STEPPERS
+
+        return STEPPERS[self.mode]
 
     def __post_init__(self):
         from explorer.engine.recipe import OPTIMIZERS

@@ -59,7 +59,7 @@ def _compile(ws: Workspace) -> None:
                    "that reused the compiled step.")
     cols[3].metric("Compile / step", _fmt(first / (steady / 1e3) if hits else math.nan, 1, 3),
                    help="How many steady steps one compilation costs.")
-    if ws.config.mode == "eager":
+    if not ws.config.stepper.compiled:
         st.info("Eager mode compiles nothing: every operation is dispatched on its own, "
                 "every step.")
     if info["last_cause"]:
@@ -67,7 +67,7 @@ def _compile(ws: Workspace) -> None:
     if info.get("pending"):
         st.warning(f"The next step will retrace: {info['pending']}. Tick 'Bucket padding' "
                    "in the model panel to absorb small edits without recompiling.")
-    if ws.config.mode != "eager":
+    if ws.config.stepper.compiled:
         if st.button("Measure trace / lower / compile", key="d_measure",
                      disabled=ws.run is None):
             with st.spinner("Tracing, lowering and compiling a fresh copy of the step…"):

@@ -12,6 +12,7 @@ import streamlit as st
 
 from explorer import canvas, plots
 from explorer.drawing import LAYOUTS
+from explorer.engine import task_for
 from explorer.graphio import FORMATS, MAX_LABEL, GraphFileError
 from explorer.sources import GRAPH_TASKS, PRESETS
 from explorer.ui.canvas import graph_canvas
@@ -30,7 +31,7 @@ SOURCES = list(PRESETS) + list(GRAPH_TASKS)
 
 
 def _describe(name: str) -> str:
-    if name in GRAPH_TASKS:
+    if not task_for(name).editable:  # a dataset of graphs
         return (f"Graph classification: 120 small graphs, one label each — "
                 f"{GRAPH_TASKS[name][0]}. Pooled readout + linear head.")
     return PRESETS[name].description
@@ -58,7 +59,7 @@ def _source(ws: Workspace) -> None:
     cols[0].selectbox("Preset graph or dataset", options, key="g_preset",
                       on_change=_load_preset, args=(ws,),
                       format_func=lambda n: n if n not in SOURCES else
-                      ("dataset: " if n in GRAPH_TASKS else "") + n.replace("_", " "))
+                      ("" if task_for(n).editable else "dataset: ") + n.replace("_", " "))
     cols[1].button("Reload", key="g_reload", on_click=_load_preset, args=(ws,),
                    disabled=current not in SOURCES, width="stretch",
                    help="Load the preset again (drops your edits)")

@@ -99,7 +99,7 @@ def _live(ws: Workspace, token: int) -> None:
     due, _ = answer_due(), answer_due(False)  # skip one tick at most
     if ws.playing and not due:  # a canvas answer waits later in this run: no tick now
         started = time.perf_counter()
-        if ws.steps_done == 0 and ws.config.mode != "eager":
+        if ws.steps_done == 0 and ws.config.stepper.compiled:
             with st.spinner("Compiling the training step (trace → lower → XLA compile)…"):
                 ws.tick(token, interaction_waiting)
         else:
@@ -196,7 +196,7 @@ def render(ws: Workspace) -> None:
     cols[3].button("Reset", key="t_reset", icon=":material/restart_alt:", on_click=ws.reset,
                    help="Fresh weights from the seed; the history is cleared.", **stretch)
     if step:
-        if ws.steps_done == 0 and ws.config.mode != "eager":
+        if ws.steps_done == 0 and ws.config.stepper.compiled:
             with st.spinner("Compiling the training step…"):
                 ws.step()
         else:
