@@ -17,12 +17,12 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from explorer.config import RunConfig
-from explorer.drawing import AUTO_LAYOUT_NODES, LAYOUTS, Drawing, History
+from explorer.drawing import AUTO_LAYOUT_NODES, LAYOUTS, Drawing, History, from_preset
 from explorer.graphio import MAX_LABEL
-from explorer.sources import GraphSource, community_labels
+from explorer.sources import PRESETS, GraphSource, community_labels, preset_file
 from gnncore import Graph
 
-__all__ = ["Editor", "FileData", "GraphStats", "from_file"]
+__all__ = ["Editor", "FileData", "GraphStats", "from_file", "open_graph"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,6 +43,31 @@ class FileData:
     index: Mapping[str, int]
     features: np.ndarray | None
     split: tuple[np.ndarray, np.ndarray, np.ndarray] | None
+
+
+def open_graph(config: RunConfig, *, picked: bool) -> tuple[Editor, RunConfig]:
+    """An editor of the preset or dataset ``config.graph`` names (with its
+    file's features and split where it ships one), and ``config`` with node
+    features the graph can use. ``picked``: the person chose this graph just
+    now, so a graph with features of its own starts with them; otherwise (a
+    link, a new session) the config's choice stands where it can."""
+    name = config.graph
+    if not config.task.editable:  # a dataset: its graphs are shown one at a time
+        return Editor(Drawing(), GraphSource("dataset", name)), config
+    source = GraphSource("preset", name)
+    gf = preset_file(name)
+    if gf is not None:
+        drawing, data, _ = from_file(gf, config.seed)
+        features = config.features
+        if data.features is not None and picked:
+            features = PRESETS[name].default_features
+        elif data.features is None and features == "file":
+            features = "one_hot"
+        return Editor(drawing, source, data), config.replace(features=features)
+    if config.features == "file":  # no features of its own
+        config = config.replace(features=PRESETS[name].default_features)
+    drawing = from_preset(name, seed=config.seed, difficulty=config.difficulty)
+    return Editor(drawing, source), config
 
 
 def from_file(gf, seed: int) -> tuple[Drawing, FileData, list[str]]:
@@ -81,6 +106,20 @@ class Editor:
         self.view_positions: dict[str, tuple[float, float]] = {}  # big-graph view layout
         self.sample = 0  # the dataset graph on show (graph-classification datasets)
         self._graph: tuple[tuple, Graph | None] | None = None  # (key, training graph)
+
+    @classmethod
+    def for_sample(cls, graph: Graph, label: int, index: int,
+                   source: GraphSource) -> Editor:
+        """An editor showing graph ``index`` of a dataset (labelled ``label``;
+        shown, not edited)."""
+        ei = np.asarray(graph.edge_index)
+        keep = ei[0] < ei[1]  # each undirected edge once
+        n = graph.num_nodes
+        drawing = Drawing(names=tuple(str(i) for i in range(n)), labels=(label,) * n,
+                          positions=(None,) * n, edges=tuple(map(tuple, ei[:, keep].T.tolist())))
+        editor = cls(drawing.layout("kamada_kawai"), source)
+        editor.sample = index
+        return editor
 
     @property
     def drawing(self) -> Drawing:

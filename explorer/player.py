@@ -14,6 +14,8 @@ import math
 import time
 from collections.abc import Callable
 
+import numpy as np
+
 from explorer.engine import Run, StepRecord, TrainingStopped
 
 __all__ = ["TICK_BUDGET_S", "Player", "release_memory"]
@@ -108,6 +110,29 @@ class Player:
         if self.finished:
             self.playing = False
         return done, None
+
+    # ---------------------------------------------------------- diagnostics
+    def change_matrix(self, last: int = 200):
+        """``(paths, kinds, steps, matrix)`` of the per-step relative change of
+        every variable over the last ``last`` steps (the heatmap's data)."""
+        changes = self.run.changes[-last:] if self.run else []
+        if not changes:
+            return [], [], [], np.zeros((0, 0))
+        paths = [c.path for c in changes[0]]
+        kinds = [c.kind for c in changes[0]]
+        first = len(self.run.changes) - len(changes) + 1
+        matrix = np.array([[c.relative_change for c in step] for step in changes]).T
+        return paths, kinds, list(range(first, first + len(changes))), matrix
+
+    def retrace_info(self) -> dict:
+        """Trace count and the cause of the last (re)trace."""
+        run = self.run
+        if run is None:
+            return {"traces": 0, "last_cause": "", "last_step": None}
+        last = next((r for r in reversed(run.history) if r.traced), None)
+        return {"traces": run.trace_count, "last_cause": last.trace_cause if last else "",
+                "last_step": last.step if last else None,
+                "pending": run.pending_retrace if run.history else ""}
 
     def _one_step(self) -> StepRecord:
         try:

@@ -23,8 +23,8 @@ import numpy as np
 
 from explorer.audit import AuditReport
 from explorer.config import RunConfig
-from explorer.drawing import Drawing, from_preset
-from explorer.editor import Editor, FileData, GraphStats, from_file
+from explorer.drawing import Drawing
+from explorer.editor import Editor, FileData, GraphStats, from_file, open_graph
 from explorer.engine import Run, StepRecord, Task, TrainingStopped, task_for
 from explorer.graphio import load_graph_file
 from explorer.player import TICK_BUDGET_S, Player, release_memory
@@ -32,10 +32,8 @@ from explorer.race import RaceEntry, race
 from explorer.sources import (
     DENSE_FEATURE_NODES,
     DENSE_FEATURES,
-    PRESETS,
     SCALABLE_FEATURES,
     GraphSource,
-    preset_file,
 )
 from gnncore import Graph
 
@@ -63,24 +61,10 @@ class Workspace:
         self.canvas_acks: dict[str, int] = {}  # canvas client -> last applied event
         self.race_result: list[RaceEntry] | None = None
         self.compile_info: dict | None = None
-        self.config = config
-        if not config.task.editable:  # a dataset: its graphs are shown one at a time
-            self.editor = Editor(Drawing(), GraphSource("dataset", config.graph))
-            self.reset()
-            if self.run is not None:
-                self.show_sample(0)
-            return
-        gf = preset_file(config.graph)
-        if gf is not None:
-            drawing, file_data, _ = from_file(gf, config.seed)
-        else:
-            drawing, file_data = from_preset(config.graph, seed=config.seed,
-                                             difficulty=config.difficulty), None
-        self.editor = Editor(drawing, GraphSource("preset", config.graph), file_data)
-        if config.features == "file" and not self.has_file_features:
-            self.config = config.replace(features="one_hot")
-            self.notice = "this graph has no node features of its own: one_hot is used"
+        self.editor, self.config = open_graph(config, picked=False)
         self.reset()
+        if not self.task.editable and self.run is not None:
+            self.show_sample(0)  # a dataset: its graphs are shown one at a time
 
     # ========================================================= the parts
     @property
@@ -203,30 +187,19 @@ class Workspace:
         stays)."""
         difficulty = self.config.difficulty if difficulty is None else float(difficulty)
         task = task_for(name)
-        if not task.editable:  # a dataset of graphs
-            features = task.usable_features(self.config.features)
-            config = self.config.replace(graph=name, difficulty=0.0, features=features)
-            self._load(Editor(Drawing(), GraphSource("dataset", name)), config)
+        config = self.config.replace(  # validates
+            graph=name, difficulty=difficulty if task.editable else 0.0,
+            features=task.usable_features(self.config.features))
+        self._load(*open_graph(config, picked=True))
+        if not task.editable:
             self.show_sample(0)
             self.notice = (f"Loaded the {name} dataset: {len(self.run.task.graphs)} graphs, "
                            "one label each.")
-            return
-        config = self.config.replace(graph=name, difficulty=difficulty)  # validates
-        gf = preset_file(name)
-        if gf is not None:  # a real dataset shipped as a file: its features and split
-            drawing, data, _ = from_file(gf, config.seed)
-            features = PRESETS[name].default_features if data.features is not None else (
-                "one_hot" if config.features == "file" else config.features)
-            self._load(Editor(drawing, GraphSource("preset", name), data),
-                       config.replace(features=features))
-            self.notice = (f"Loaded {name}: {drawing.num_nodes:,} nodes, its own features "
-                           f"and {self.split_info()}.")
-            return
-        if config.features == "file":
-            config = config.replace(features=PRESETS[name].default_features)
-        drawing = from_preset(name, seed=config.seed, difficulty=difficulty)
-        self._load(Editor(drawing, GraphSource("preset", name)), config)
-        self.notice = f"Loaded {name}."
+        elif self.file_data is not None:  # a real dataset shipped as a file
+            self.notice = (f"Loaded {name}: {self.drawing.num_nodes:,} nodes, its own "
+                           f"features and {self.split_info()}.")
+        else:
+            self.notice = f"Loaded {name}."
 
     def load_drawing(self, drawing: Drawing, source: GraphSource) -> None:
         """Replace the graph with ``drawing`` (e.g. from a shared link)."""
@@ -279,36 +252,21 @@ class Workspace:
         """Show graph ``index`` of the dataset in the drawing (not editable)."""
         if self.task.editable or self.run is None:
             raise ValueError("only a graph-classification dataset has graphs to show")
-        graphs = self.run.task.graphs
-        index = int(np.clip(index, 0, len(graphs) - 1))
-        g = graphs[index]
-        ei = np.asarray(g.edge_index)
-        keep = ei[0] < ei[1]  # each undirected edge once
-        label = int(self.run.task.labels[index])
-        drawing = Drawing(names=tuple(str(i) for i in range(g.num_nodes)),
-                          labels=(label,) * g.num_nodes, positions=(None,) * g.num_nodes,
-                          edges=tuple(map(tuple, ei[:, keep].T.tolist())))
-        self.editor = Editor(drawing.layout("kamada_kawai"), self.source)
-        self.editor.sample = index
+        task = self.run.task
+        index = int(np.clip(index, 0, len(task.graphs) - 1))
+        self.editor = Editor.for_sample(task.graphs[index], int(task.labels[index]), index,
+                                        self.source)
         self.revision += 1
         self.loads += 1
 
     def graph_split(self, index: int) -> str:
-        for name, mask in zip(("train", "val", "test"), self.run.task.split):
-            if mask[index]:
-                return name
-        return "none"
+        return self.run.task.split_of(index)
 
     def graph_table(self) -> list[dict]:
         """One row per graph of the dataset: size, label, prediction, split."""
         if self.task.editable or self.run is None:
             return []
-        pred = np.asarray(self.run.predictions())
-        labels = self.run.task.labels
-        return [{"graph": i, "nodes": g.num_nodes, "edges": g.num_edges // 2,
-                 "label": int(labels[i]), "predicted": int(pred[i]),
-                 "correct": bool(pred[i] == labels[i]), "split": self.graph_split(i)}
-                for i, g in enumerate(self.run.task.graphs)]
+        return self.run.task.table(self.run.predictions())
 
     # -------------------------------------------------------------- editing
     def edit(self, drawing: Drawing, what: str) -> None:
@@ -505,26 +463,10 @@ class Workspace:
         return self.run.audit()
 
     def change_matrix(self, last: int = 200):
-        """``(paths, kinds, steps, matrix)`` of the per-step relative change of
-        every variable over the last ``last`` steps (the heatmap's data)."""
-        changes = self.run.changes[-last:] if self.run else []
-        if not changes:
-            return [], [], [], np.zeros((0, 0))
-        paths = [c.path for c in changes[0]]
-        kinds = [c.kind for c in changes[0]]
-        first = len(self.run.changes) - len(changes) + 1
-        matrix = np.array([[c.relative_change for c in step] for step in changes]).T
-        return paths, kinds, list(range(first, first + len(changes))), matrix
+        return self.player.change_matrix(last)
 
     def retrace_info(self) -> dict:
-        """Trace count and the cause of the last (re)trace."""
-        run = self.run
-        if run is None:
-            return {"traces": 0, "last_cause": "", "last_step": None}
-        last = next((r for r in reversed(run.history) if r.traced), None)
-        return {"traces": run.trace_count, "last_cause": last.trace_cause if last else "",
-                "last_step": last.step if last else None,
-                "pending": run.pending_retrace if run.history else ""}
+        return self.player.retrace_info()
 
     def measure_compile(self) -> dict | None:
         """Trace + lower and XLA compile times of the current step (the AOT API

@@ -175,6 +175,19 @@ class GraphTask(Task):
     def split_masks(self) -> tuple:
         return self.split
 
+    def split_of(self, index: int) -> str:
+        """``train``, ``val`` or ``test``: the split graph ``index`` is in."""
+        return next((name for name, mask in zip(("train", "val", "test"), self.split)
+                     if mask[index]), "none")
+
+    def table(self, predictions) -> list[dict]:
+        """One row per graph: size, label, prediction, split."""
+        pred = np.asarray(predictions)
+        return [{"graph": i, "nodes": g.num_nodes, "edges": g.num_edges // 2,
+                 "label": int(self.labels[i]), "predicted": int(pred[i]),
+                 "correct": bool(pred[i] == self.labels[i]), "split": self.split_of(i)}
+                for i, g in enumerate(self.graphs)]
+
     def nodes_of(self, index: int) -> slice:
         """The rows of graph ``index`` in the batch (its nodes)."""
         ptr = self.batch_data.ptr
