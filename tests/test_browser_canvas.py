@@ -93,8 +93,21 @@ def settled(page, nodes: int | None = None, edges: int | None = None,
     wait_idle(page, timeout)
 
 
-def screen(page) -> dict[str, list[float]]:
-    return canvas(page).evaluate(_SCREEN_JS)
+def screen(page, settle_s: float = 5.0) -> dict[str, list[float]]:
+    """Where the nodes are on screen, once that holds still for 150 ms (a fit,
+    or the page shifting under a slow rerun, can move them between a read and
+    a click: a click on a node that has moved lands on empty space)."""
+    import time
+
+    box = canvas(page)
+    deadline = time.monotonic() + settle_s
+    last = box.evaluate(_SCREEN_JS)
+    while True:
+        page.wait_for_timeout(150)
+        now = box.evaluate(_SCREEN_JS)
+        if now == last or time.monotonic() > deadline:
+            return now
+        last = now
 
 
 def metric(page, label: str) -> str:
