@@ -6,7 +6,7 @@ whose weights or activations need gigabytes (200 layers, a million heads, a
 1,024-wide stack on 50,000 nodes). :func:`check` estimates both from the
 settings and the graph's sizes alone, and refuses a run above the budget with a
 message that says what to reduce. The estimate is an upper bound of the right
-order, not an exact count (``tests/test_budget.py`` holds it against the
+order, not an exact count (``tests/explorer/test_budget.py`` holds it against the
 parameter counts of built models).
 """
 

@@ -1,11 +1,9 @@
 """Graph classification end to end: the engine trains a pooled model on a
 padded batch of a dataset in every JIT mode, with the same audit and race;
-the workspace and the app offer the datasets with per-graph predictions."""
+the workspace offers the datasets (the app: ``tests/app/test_app_datasets.py``)."""
 
 import numpy as np
 import pytest
-from conftest import REPO
-from streamlit.testing.v1 import AppTest
 
 from explorer.config import LayerConfig, RunConfig
 from explorer.engine import MODES, GraphTask, NodeTask, Run
@@ -98,29 +96,6 @@ def test_workspace_switches_between_datasets_and_graphs():
     assert ws.task is NodeTask and ws.stats().nodes == 34
 
 
-def test_app_offers_datasets_with_per_graph_predictions():
-    at = AppTest.from_file(str(REPO / "streamlit_app.py"), default_timeout=120).run()
-    at.selectbox(key="g_preset").set_value("triangle").run()
-    assert not at.exception, at.exception
-    metrics = {m.label: m.value for m in at.metric}
-    assert metrics["Graphs"] == "120" and metrics["Classes"] == "2"
-    at.button(key="t_step").click().run()
-    at.button(key="t_step").click().run()
-    assert not at.exception, at.exception
-    assert "TRAINING" in " ".join(s.value for s in at.success)
-    table = at.dataframe[0].value
-    assert len(table) == 120 and {"label", "predicted", "split"} <= set(table.columns)
-    at.radio(key="g_colour").set_value("embedding").run()
-    assert not at.exception, at.exception
-    ws = at.session_state["workspace"]
-    at.number_input(key=f"g_sample_{ws.revision}").set_value(3).run()
-    assert ws.sample == 3
-    at.radio(key="t_mode").set_value("jax.jit").run()
-    at.button(key="t_step").click().run()
-    at.button(key="t_step").click().run()
-    assert "FROZEN" in " ".join(e.value for e in at.error)
-
-
 @pytest.mark.parametrize("norm", ["graph", "layer", "batch"])
 def test_norm_kinds_train_on_a_dataset_and_on_a_graph(norm):
     for config in (_config(batch_norm=True, norm=norm), RunConfig(batch_norm=True, norm=norm)):
@@ -132,17 +107,3 @@ def test_norm_kinds_train_on_a_dataset_and_on_a_graph(norm):
         assert report.has_batch_norm == (norm == "batch")
     with pytest.raises(ValueError, match="config field 'norm'"):
         RunConfig(norm="group")
-
-
-def test_app_goes_from_a_dataset_back_to_a_graph_without_losing_widgets():
-    at = AppTest.from_file(str(REPO / "streamlit_app.py"), default_timeout=120).run()
-    at.selectbox(key="g_preset").set_value("cycle_vs_tree").run()
-    at.selectbox(key="m_pool").set_value("max").run()
-    at.selectbox(key="g_preset").set_value("karate").run()  # pool/train-per-class now hidden
-    at.run()
-    at.button(key="m_add_layer").click().run()
-    at.button(key="t_step").click().run()
-    errors = " ".join(e.value for e in at.error)
-    assert not at.exception and "panel hit an error" not in errors, errors
-    ws = at.session_state["workspace"]
-    assert ws.task is NodeTask and len(ws.config.layers) == 3 and ws.steps_done == 1

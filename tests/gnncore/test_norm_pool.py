@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
+from graphs import randomise_affine
 
 from gnncore.norm import GraphNorm, LayerNorm
 from gnncore.pool import (
@@ -81,14 +82,6 @@ def fast(fn):
     return lambda module, *args: jitted(*nnx.split(module), *args)
 
 
-def _randomise(module, seed):
-    """Non-trivial affine parameters, so that every parameter is tested."""
-    rng = np.random.default_rng(seed)
-    for _, var in nnx.iter_graph(module):
-        if isinstance(var, nnx.Param):
-            var[...] = jnp.asarray(rng.uniform(0.5, 1.5, var[...].shape), jnp.float32)
-
-
 # --------------------------------------------------------------- norm references
 def ref_layer_norm_graph(x, batch, mask, scale, bias, eps=1e-5):
     x = np.asarray(x, np.float64)
@@ -120,7 +113,7 @@ def ref_graph_norm(x, batch, mask, weight, bias, alpha, eps=1e-5):
 
 def test_layer_norm_graph_mode_matches_dense_reference():
     ln = LayerNorm(F, rngs=nnx.Rngs(0))
-    _randomise(ln, 1)
+    randomise_affine(ln, 1)
     s, b = P(ln.scale), P(ln.bias)
     want = ref_layer_norm_graph(X, BATCH, MASK, s, b)
     eager = np.asarray(ln(X, BATCH, mask=MASK))                  # num_graphs inferred
@@ -140,7 +133,7 @@ def test_layer_norm_graph_mode_matches_dense_reference():
 
 def test_layer_norm_node_mode_matches_dense_reference():
     ln = LayerNorm(F, mode="node", rngs=nnx.Rngs(0))
-    _randomise(ln, 2)
+    randomise_affine(ln, 2)
     check(fast(lambda m, x, bt: m(x, bt))(ln, X, BATCH),
           ref_layer_norm_node(X, P(ln.scale), P(ln.bias)))
     plain = LayerNorm(F, mode="node", affine=False)
@@ -154,7 +147,7 @@ def test_layer_norm_node_mode_matches_dense_reference():
 
 def test_graph_norm_matches_dense_reference():
     gn = GraphNorm(F, rngs=nnx.Rngs(0))
-    _randomise(gn, 3)
+    randomise_affine(gn, 3)
     w, b, a = P(gn.weight), P(gn.bias), P(gn.mean_scale)
     want = ref_graph_norm(X, BATCH, MASK, w, b, a)
     check(np.asarray(gn(X, BATCH, mask=MASK))[MASK], want)
@@ -420,14 +413,14 @@ def test_jraphx_norms_agree():
     jnorm = pytest.importorskip("jraphx.nn.norm")
     for mode in ("graph", "node"):
         ours = LayerNorm(F, mode=mode)
-        _randomise(ours, 10)
+        randomise_affine(ours, 10)
         theirs = jnorm.LayerNorm(F, mode=mode, rngs=nnx.Rngs(0))
         _copy(theirs.weight, ours.scale)
         _copy(theirs.bias, ours.bias)
         check(fast(lambda m, x, b: m(x, b, B))(ours, XR, BR),
               np.asarray(fast(lambda m, x, b: m(x, b, B))(theirs, XR, BR), np.float64))
     ours = GraphNorm(F)
-    _randomise(ours, 11)
+    randomise_affine(ours, 11)
     theirs = jnorm.GraphNorm(F)
     for name in ("weight", "bias", "mean_scale"):
         _copy(getattr(theirs, name), getattr(ours, name))

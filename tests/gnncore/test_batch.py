@@ -8,20 +8,14 @@ import numpy as np
 import optax
 import pytest
 from flax import nnx
+from graphs import networkx_graph
 
-from gnncore import GNN, ConvSpec, Graph, from_networkx
+from gnncore import GNN, ConvSpec, Graph
 from gnncore.batch import Batch
 
-
-def _graph(G, seed):
-    g = from_networkx(G, feature_attrs=None, label_attr=None, weight_attr=None)
-    x = np.random.default_rng(seed).normal(size=(g.num_nodes, 3)).astype(np.float32)
-    return Graph.from_arrays(g.edge_index, x, num_nodes=g.num_nodes)
-
-
-GRAPHS = [_graph(nx.cycle_graph(5), 0), _graph(nx.path_graph(3), 1),
-          _graph(nx.star_graph(4), 2), _graph(nx.empty_graph(1), 3),
-          _graph(nx.complete_graph(4), 4)]
+GRAPHS = [networkx_graph(nx.cycle_graph(5), 0), networkx_graph(nx.path_graph(3), 1),
+          networkx_graph(nx.star_graph(4), 2), networkx_graph(nx.empty_graph(1), 3),
+          networkx_graph(nx.complete_graph(4), 4)]
 LABELS = [0, 1, 1, 0, 1]
 
 

@@ -7,6 +7,7 @@ import math
 import networkx as nx
 import numpy as np
 import pytest
+from graphs import random_drawing
 
 from explorer.canvas import (
     DRAW_LIMIT,
@@ -415,25 +416,18 @@ def test_a_short_move_position_is_refused_not_raised(ws, position):
 
 
 # ================================================================== the view
-def _random_drawing(n, m, seed=0):
-    rng = np.random.default_rng(seed)
-    G = nx.gnm_random_graph(n, m, seed=int(rng.integers(2**31)))
-    return Drawing(names=tuple(str(i) for i in range(n)), labels=(0,) * n,
-                   positions=(None,) * n, edges=tuple(G.edges()))
-
-
 def test_a_graph_up_to_the_limit_is_shown_whole():
-    d = _random_drawing(DRAW_LIMIT, 1500)
+    d = random_drawing(DRAW_LIMIT, 1500)
     view = choose_view(d, (3,))
     assert view.nodes == tuple(range(DRAW_LIMIT)) and view.total == DRAW_LIMIT
     assert not view.partial and view.caption() == ""
-    small = choose_view(_random_drawing(10, 12))
+    small = choose_view(random_drawing(10, 12))
     assert small.nodes == tuple(range(10)) and small.caption() == ""
     assert choose_view(Drawing()).nodes == ()
 
 
 def test_a_big_graph_without_selection_shows_the_highest_degree_nodes():
-    d = _random_drawing(1200, 4000, seed=1)
+    d = random_drawing(1200, 4000, seed=1)
     view = choose_view(d)
     assert len(view.nodes) == DRAW_LIMIT and view.total == 1200 and view.partial
     assert list(view.nodes) == sorted(view.nodes)
@@ -447,7 +441,7 @@ def test_a_big_graph_without_selection_shows_the_highest_degree_nodes():
     assert chosen == set(expected)
     assert view.caption() == ("showing 500 of 1,200 nodes: the highest-degree nodes "
                               "(select a node to see its neighbourhood)")
-    assert len(choose_view(_random_drawing(DRAW_LIMIT + 1, 900)).nodes) == DRAW_LIMIT
+    assert len(choose_view(random_drawing(DRAW_LIMIT + 1, 900)).nodes) == DRAW_LIMIT
 
 
 def _layered_drawing():

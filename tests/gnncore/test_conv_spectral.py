@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
+from graphs import edge_weight, features, random_graph, randomise_bias, undirected, union
 
 from gnncore.conv.appnp import APPNP
 from gnncore.conv.cheb import ChebConv
@@ -32,40 +33,13 @@ F_IN = 5
 
 
 # --------------------------------------------------------------------------- graphs
-def _random_graph(seed, n, e, loops=2, dups=2):
-    """Random directed edges plus extra self-loops and duplicate edges."""
-    rng = np.random.default_rng(seed)
-    src, dst = rng.integers(0, n, e), rng.integers(0, n, e)
-    loop_nodes = rng.integers(0, n, loops)
-    src, dst = np.r_[src, loop_nodes], np.r_[dst, loop_nodes]
-    pick = rng.integers(0, len(src), dups)
-    src, dst = np.r_[src, src[pick]], np.r_[dst, dst[pick]]
-    perm = rng.permutation(len(src))
-    return np.stack([src[perm], dst[perm]])
-
-
-def _undirected(seed, n, e):
-    ei = _random_graph(seed, n, e, loops=0, dups=0)
-    ei = ei[:, ei[0] != ei[1]]
-    return np.concatenate([ei, ei[::-1]], axis=1)
-
-
-def _union(parts, seed):
-    offset, cols = 0, []
-    for n, ei in parts:
-        cols.append(np.asarray(ei) + offset)
-        offset += n
-    ei = np.concatenate(cols, axis=1)
-    return offset, ei[:, np.random.default_rng(seed).permutation(ei.shape[1])]
-
-
 def _graphs():
     """name -> (num_nodes, edge_index). The awkward components share one union
     (one compile per layer); whole-graph edge cases are separate inputs."""
     components = [
-        (9, _random_graph(0, 8, 16)),                    # node 8 is isolated
-        (6, _random_graph(1, 6, 25, loops=4, dups=5)),   # dense, many loops / dups
-        (7, _undirected(2, 7, 9)),                       # symmetric
+        (9, random_graph(0, 8, 16)),                     # node 8 is isolated
+        (6, random_graph(1, 6, 25, loops=4, dups=5)),    # dense, many loops / dups
+        (7, undirected(2, 7, 9)),                        # symmetric
         # isolated nodes 3 and 5, duplicate edges, a duplicated loop, a plain loop
         (6, np.array([[0, 1, 1, 2, 0, 4, 4, 4, 2, 1],
                       [1, 0, 0, 0, 2, 4, 4, 1, 2, 2]])),
@@ -75,7 +49,7 @@ def _graphs():
         (2, np.array([[0, 0], [1, 1]])),                 # duplicate edge only
     ]
     return {
-        "union": _union(components, 0),
+        "union": union(components, 0),
         "single_node": (1, np.zeros((2, 0), np.int64)),
         "single_node_loop": (1, np.array([[0], [0]])),
         "no_edges": (4, np.zeros((2, 0), np.int64)),
@@ -84,21 +58,6 @@ def _graphs():
 
 GRAPHS = _graphs()
 GRAPH_IDS = sorted(GRAPHS)
-
-
-def _features(seed, n, f=F_IN):
-    return np.random.default_rng(seed).normal(size=(n, f)).astype(np.float32)
-
-
-def _edge_weight(seed, edge_index):
-    """Positive weights; the loops of one node share a weight (so "the node's
-    loop weight" of GCN's normalisation is well defined)."""
-    rng = np.random.default_rng(seed)
-    w = rng.uniform(0.2, 2.0, edge_index.shape[1])
-    n = int(edge_index.max(initial=0)) + 1
-    loop = edge_index[0] == edge_index[1]
-    w[loop] = rng.uniform(0.2, 2.0, n)[edge_index[0, loop]]
-    return w.astype(np.float32)
 
 
 # ------------------------------------------------------------------------ helpers
@@ -156,14 +115,6 @@ def check(actual, expected, rtol=RTOL):
     scale = max(1.0, float(np.max(np.abs(expected), initial=0.0)))
     assert err <= rtol * scale, f"max abs error {err:.3g} > {rtol * scale:.3g}"
     return err / scale
-
-
-def _randomise_bias(module, seed):
-    rng = np.random.default_rng(seed)
-    for path, var in nnx.iter_graph(module):
-        if isinstance(var, nnx.Param) and path and path[-1] == "bias":
-            var[...] = jnp.asarray(rng.normal(scale=0.5, size=var[...].shape), jnp.float32)
-    return module
 
 
 # ------------------------------------------------------------------- references
@@ -232,8 +183,8 @@ def _cases(seed):
     cases = []
     for k, name in enumerate(GRAPH_IDS):
         n, ei = GRAPHS[name]
-        x = _features(seed + k, n)
-        cases += [(x, ei, None), (x, ei, _edge_weight(seed + 50 + k, ei))]
+        x = features(seed + k, n, F_IN)
+        cases += [(x, ei, None), (x, ei, edge_weight(seed + 50 + k, ei))]
     return cases, [(_j(x), _j(ei, jnp.int32), _j(w)) for x, ei, w in cases]
 
 
@@ -241,8 +192,8 @@ def _cases(seed):
 @pytest.mark.parametrize("K", [1, 2, 3])
 @pytest.mark.parametrize("normalization", [None, "sym", "rw"], ids=["none", "sym", "rw"])
 def test_cheb_matches_dense(normalization, K):
-    layer = _randomise_bias(ChebConv(F_IN, 4, K, normalization=normalization,
-                                     rngs=nnx.Rngs(K)), K)
+    layer = randomise_bias(ChebConv(F_IN, 4, K, normalization=normalization,
+                                    rngs=nnx.Rngs(K)), K)
     cases, args = _cases(10 * K)
     # lambda_max per case (positional): required for None; for sym / rw the
     # default (2) and, on the weighted union graph, an explicit value too.
@@ -260,7 +211,7 @@ def test_cheb_without_bias_and_python_lambda_max():
     layer = ChebConv(F_IN, 3, 2, normalization=None, bias=False, rngs=nnx.Rngs(0))
     assert layer.bias is None
     n, ei = GRAPHS["union"]
-    x = _features(5, n)
+    x = features(5, n, F_IN)
     check(apply(layer, _j(x), _j(ei, jnp.int32), lambda_max=4.5),
           ref_cheb(layer, x, ei, None, 4.5))
 
@@ -334,13 +285,13 @@ def _jit_call(call, module, *args):
 
 def build(name, seed=0):
     make, call = LAYERS[name]
-    return _randomise_bias(make(nnx.Rngs(params=seed, dropout=seed + 1)), seed + 7), call
+    return randomise_bias(make(nnx.Rngs(params=seed, dropout=seed + 1)), seed + 7), call
 
 
 def _sample(seed=0):
     n, ei = GRAPHS["union"]
-    return (jnp.asarray(_features(seed, n)), jnp.asarray(ei, jnp.int32),
-            jnp.asarray(_edge_weight(seed, ei)))
+    return (jnp.asarray(features(seed, n, F_IN)), jnp.asarray(ei, jnp.int32),
+            jnp.asarray(edge_weight(seed, ei)))
 
 
 def _sorted_by_target(ei, w):
@@ -353,8 +304,8 @@ def test_adjacency_input_matches_edge_index(name):
     module, call = build(name)
     module.eval()
     n, ei = GRAPHS["union"]
-    ei, w = _sorted_by_target(ei, _edge_weight(1, ei))
-    x = jnp.asarray(_features(2, n))
+    ei, w = _sorted_by_target(ei, edge_weight(1, ei))
+    x = jnp.asarray(features(2, n, F_IN))
     adj = Adjacency.from_edge_index(ei, n)
     via_list = _jit_call(call, module, x, jnp.asarray(ei, jnp.int32), jnp.asarray(w))
     via_adj = _jit_call(call, module, x, adj, jnp.asarray(w))
@@ -386,7 +337,7 @@ def _padded_graph(seed):
     loops = np.repeat(rng.integers(0, n, 2)[None], 2, axis=0)
     edges = np.concatenate([edges, loops, edges[:, :2]], axis=1)
     ei[:, :edges.shape[1]] = edges
-    return (_features(seed, N_PAD), ei, _edge_weight(seed, ei),
+    return (features(seed, N_PAD, F_IN), ei, edge_weight(seed, ei),
             rng.permutation(N_PAD), rng.permutation(E_PAD))
 
 

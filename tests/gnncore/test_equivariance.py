@@ -25,6 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
+from graphs import randomise
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -126,24 +127,6 @@ def apply(module, *args, attention=False):
     return jax.tree.map(np.asarray, out)
 
 
-def _randomise(module, seed):
-    """Random biases / BatchNorm affine and running statistics (all start at
-    0 / 1), so that every parameter matters."""
-    rng = np.random.default_rng(seed)
-    for path, var in nnx.iter_graph(module):
-        if isinstance(var, (nnx.Param, nnx.BatchStat)) and path and path[-1] in (
-                "bias", "mean", "scale", "var"):
-            shape = var[...].shape
-            if path[-1] in ("bias", "mean"):
-                val = rng.normal(scale=0.5, size=shape)
-            elif path[-1] == "scale":
-                val = rng.uniform(0.5, 1.5, shape)
-            else:
-                val = rng.uniform(0.5, 2.0, shape)
-            var[...] = jnp.asarray(val, var[...].dtype)
-    return module
-
-
 def close(actual, expected, what):
     actual, expected = np.asarray(actual), np.asarray(expected)
     assert actual.shape == expected.shape, (what, actual.shape, expected.shape)
@@ -200,12 +183,12 @@ MODELS = {
 
 @functools.cache
 def layer(name):
-    return _randomise(LAYERS[name][0](), 1)
+    return randomise(LAYERS[name][0](), 1)
 
 
 @functools.cache
 def model(name):
-    m = _randomise(MODELS[name](), 2)
+    m = randomise(MODELS[name](), 2)
     m.eval()
     return m
 
@@ -293,7 +276,7 @@ def test_batchnorm_permutation_equivariance(train, case):
 
 @functools.cache
 def _bn_module():
-    return _randomise(BatchNorm(F_IN), 3)
+    return randomise(BatchNorm(F_IN), 3)
 
 
 def _bn_call(bn, train, x):

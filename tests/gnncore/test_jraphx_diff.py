@@ -74,6 +74,7 @@ jraphx = pytest.importorskip("jraphx")
 import jax
 import jax.numpy as jnp
 from flax import nnx
+from graphs import fill_params, make_bipartite, make_graph
 from jraphx.nn.conv import GATConv as JGATConv
 from jraphx.nn.conv import GCNConv as JGCNConv
 from jraphx.nn.conv import GINConv as JGINConv
@@ -89,62 +90,6 @@ EDGE_DIM = 3
 
 
 # ---------------------------------------------------------------- graphs
-def make_graph(kind: str, seed: int = 0, *, num_nodes: int = 14,
-               num_features: int = F_IN) -> dict:
-    """A small random directed graph, edges in random (unsorted) order.
-
-    ``basic``: nodes ``n-2`` and ``n-1`` are isolated, node ``n-3`` only sends,
-    four edges are duplicated, no self-loops. ``loops``: ``basic`` plus
-    self-loops on nodes 0 and 3 (node 3's loop twice, with equal weights so the
-    kept weight is well defined) and on node ``n-1``, which has no other edge.
-    ``empty``: no edges at all.
-    """
-    rng = np.random.default_rng(seed)
-    n = num_nodes
-    x = rng.normal(size=(n, num_features)).astype(np.float32)
-    if kind == "empty":
-        ei = np.zeros((2, 0), np.int32)
-        return {"x": x, "edge_index": ei, "edge_weight": np.zeros((0,), np.float32),
-                "edge_attr": np.zeros((0, EDGE_DIM), np.float32)}
-    core = n - 3  # nodes 0 .. n-4 exchange edges
-    src = rng.integers(0, core, size=30)
-    dst = rng.integers(0, core, size=30)
-    keep = src != dst
-    src, dst = src[keep], dst[keep]
-    src = np.concatenate([src, [n - 3, n - 3]])  # a node with out-edges only
-    dst = np.concatenate([dst, [0, 1]])
-    dup = rng.choice(src.shape[0], size=4, replace=False)
-    src, dst = np.concatenate([src, src[dup]]), np.concatenate([dst, dst[dup]])
-    w = rng.uniform(0.5, 2.0, size=src.shape[0])
-    if kind == "loops":
-        loops = np.array([0, 3, 3, n - 1])
-        src, dst = np.concatenate([src, loops]), np.concatenate([dst, loops])
-        lw = rng.uniform(0.5, 2.0, size=4)
-        lw[2] = lw[1]  # the duplicated loop carries the same weight
-        w = np.concatenate([w, lw])
-    elif kind != "basic":
-        raise ValueError(kind)
-    perm = rng.permutation(src.shape[0])
-    ei = np.stack([src, dst])[:, perm].astype(np.int32)
-    return {"x": x, "edge_index": ei, "edge_weight": w[perm].astype(np.float32),
-            "edge_attr": rng.normal(size=(ei.shape[1], EDGE_DIM)).astype(np.float32)}
-
-
-def make_bipartite(seed: int = 0, num_src: int = 9, num_dst: int = 6,
-                   f_src: int = F_IN, f_dst: int = 4) -> dict:
-    """Bipartite graph; target ``num_dst - 1`` receives nothing; duplicates."""
-    rng = np.random.default_rng(seed)
-    src = rng.integers(0, num_src, size=20)
-    dst = rng.integers(0, num_dst - 1, size=20)
-    src, dst = np.concatenate([src, src[:3]]), np.concatenate([dst, dst[:3]])
-    return {
-        "x": (rng.normal(size=(num_src, f_src)).astype(np.float32),
-              rng.normal(size=(num_dst, f_dst)).astype(np.float32)),
-        "edge_index": np.stack([src, dst]).astype(np.int32),
-        "edge_attr": rng.normal(size=(src.shape[0], EDGE_DIM)).astype(np.float32),
-    }
-
-
 # ---------------------------------------------------------------- helpers
 def as_jnp(x):
     return jax.tree_util.tree_map(jnp.asarray, x)
@@ -164,15 +109,6 @@ def build(make):
     initialisers eagerly would compile a few dozen tiny XLA programs per new
     shape, which used to be half the run time of this file.)"""
     return nnx.eval_shape(make)
-
-
-def fill_params(module, seed: int, scale: float = 0.5) -> None:
-    """Set every ``nnx.Param`` of ``module`` to N(0, scale^2) noise (biases
-    included, so that a bias that is dropped or misplaced shows up)."""
-    rng = np.random.default_rng(seed)
-    state = nnx.state(module, nnx.Param)
-    nnx.update(module, jax.tree_util.tree_map(
-        lambda s: jnp.asarray(rng.normal(scale=scale, size=s.shape), s.dtype), state))
 
 
 def copy_param(dst, src, reshape=None) -> None:

@@ -30,6 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
+from graphs import random_graph, union
 
 from gnncore.conv.gatv2 import GATv2Conv
 from gnncore.conv.transformer import TransformerConv
@@ -40,31 +41,10 @@ F_IN, EDGE_DIM = 5, 3
 
 
 # ------------------------------------------------------------------------ graphs
-def _random_graph(seed, n, e, loops=2, dups=2):
-    """Random directed edges plus some self-loops and duplicated edges."""
-    rng = np.random.default_rng(seed)
-    src, dst = rng.integers(0, n, e), rng.integers(0, n, e)
-    ln = rng.integers(0, n, loops)
-    src, dst = np.concatenate([src, ln]), np.concatenate([dst, ln])
-    pick = rng.integers(0, len(src), dups)
-    src, dst = np.concatenate([src, src[pick]]), np.concatenate([dst, dst[pick]])
-    perm = rng.permutation(len(src))
-    return np.stack([src[perm], dst[perm]])
-
-
-def _union(parts, seed):
-    offset, cols = 0, []
-    for n, ei in parts:
-        cols.append(np.asarray(ei).reshape(2, -1) + offset)
-        offset += n
-    ei = np.concatenate(cols, axis=1)
-    return offset, ei[:, np.random.default_rng(seed).permutation(ei.shape[1])]
-
-
 GRAPHS = {
-    "union": _union([
-        (9, _random_graph(0, 8, 16)),                     # node 8 isolated
-        (6, _random_graph(1, 6, 25, loops=4, dups=5)),    # dense, loops, duplicates
+    "union": union([
+        (9, random_graph(0, 8, 16)),                      # node 8 isolated
+        (6, random_graph(1, 6, 25, loops=4, dups=5)),     # dense, loops, duplicates
         (6, np.array([[0, 1, 1, 2, 0, 4, 4, 4, 2, 1],     # 3, 5 isolated; duplicated
                       [1, 0, 0, 0, 2, 4, 4, 1, 2, 2]])),  # loop on 4, loop on 2
         (5, np.array([[1, 2, 3, 4], [0, 0, 0, 0]])),      # star: leaves get nothing

@@ -40,6 +40,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
+from graphs import fill_params, random_graph, union
 
 from gnncore.conv.edge_conv import EdgeConv
 from gnncore.conv.gine import GINEConv
@@ -54,32 +55,11 @@ _OPTS = {"xla_backend_optimization_level": 0}  # tiny programs: compile time dom
 
 
 # =========================================================================== graphs
-def _random_graph(seed, n, e, loops=2, dups=2):
-    """Random directed edges plus extra self-loops and duplicates, shuffled."""
-    rng = np.random.default_rng(seed)
-    src, dst = rng.integers(0, n, e), rng.integers(0, n, e)
-    loop_nodes = rng.integers(0, n, loops)
-    src, dst = np.concatenate([src, loop_nodes]), np.concatenate([dst, loop_nodes])
-    pick = rng.integers(0, len(src), dups)
-    src, dst = np.concatenate([src, src[pick]]), np.concatenate([dst, dst[pick]])
-    perm = rng.permutation(len(src))
-    return np.stack([src[perm], dst[perm]])
-
-
-def _union(parts, seed):
-    offset, cols = 0, []
-    for n, ei in parts:
-        cols.append(np.asarray(ei) + offset)
-        offset += n
-    ei = np.concatenate(cols, axis=1)
-    return offset, ei[:, np.random.default_rng(seed).permutation(ei.shape[1])]
-
-
 # The awkward cases live in one disjoint union (one compile per layer); one node
 # and no edges at all are whole-graph shapes of their own.
 GRAPHS = {
-    "union": _union([
-        (8, _random_graph(0, 7, 14)),                       # node 7 isolated
+    "union": union([
+        (8, random_graph(0, 7, 14)),                        # node 7 isolated
         (5, np.array([[0, 1, 1, 2, 0, 3, 3, 3],             # dup edge 1->0, loop 3
                       [1, 0, 0, 0, 2, 3, 3, 1]])),          # twice; node 4 isolated
         (4, np.array([[1, 2, 3], [0, 0, 0]])),              # star, leaves no in-edges
@@ -359,7 +339,7 @@ def test_edge_conv_any_module():
 
 # ============================================================ symmetries (fixed)
 N_SYM, E_SYM = 13, 40
-SYM_GRAPHS = [_random_graph(100 + s, N_SYM - 2, E_SYM - 6, loops=3, dups=3)
+SYM_GRAPHS = [random_graph(100 + s, N_SYM - 2, E_SYM - 6, loops=3, dups=3)
               for s in range(3)]  # nodes 11, 12 isolated; same shape [2, 40] for all
 
 SYM_LAYERS = {
@@ -573,14 +553,6 @@ def _jraphx():
     return JGINEConv, JEdgeConv, JMLP
 
 
-def _fill(module, seed, scale=0.5):
-    """Every nnx.Param of ``module`` from N(0, scale^2) (biases included)."""
-    rng = np.random.default_rng(seed)
-    state = nnx.state(module, nnx.Param)
-    nnx.update(module, jax.tree.map(
-        lambda s: jnp.asarray(rng.normal(scale=scale, size=s.shape), s.dtype), state))
-
-
 def _copy(dst, src, shape=None):
     value = np.asarray(src[...])
     value = value if shape is None else value.reshape(shape)
@@ -605,7 +577,7 @@ def _diff_graph(kind, seed, n=14):
     x = rng.normal(size=(n, F_IN)).astype(np.float32)
     if kind == "empty":
         return x, np.zeros((2, 0), np.int64)
-    ei = _random_graph(seed, n - 2, 30, loops=3, dups=4)
+    ei = random_graph(seed, n - 2, 30, loops=3, dups=4)
     return x, np.concatenate([ei, [[n - 1], [n - 1]]], axis=1)
 
 
@@ -645,7 +617,7 @@ def test_jraphx_gine(case, graph):
 
     opts, widths = GINE_DIFF[case]
     g = GINEConv(widths[0], widths[-1], nn=MLP(widths, rngs=_rngs(1)), rngs=_rngs(), **opts)
-    _fill(g, 30)
+    fill_params(g, 30)
     j = JGINEConv(JMLP(widths, rngs=nnx.Rngs(1)), rngs=nnx.Rngs(0), **opts)
     _copy_mlp(j.nn, g.nn)
     if opts.get("edge_dim") is not None:
@@ -676,7 +648,7 @@ def test_jraphx_edge_conv(aggr, graph):
 
     widths = [2 * F_IN, 6, 4]
     g = EdgeConv(MLP(widths, rngs=_rngs(1)), aggr=aggr)
-    _fill(g, 40)
+    fill_params(g, 40)
     j = JEdgeConv(JMLP(widths, rngs=nnx.Rngs(1)), aggr="add" if aggr == "sum" else aggr)
     _copy_mlp(j.nn, g.nn)
     x, ei = _diff_graph(graph, 41)
