@@ -20,7 +20,7 @@ import numpy as np
 
 from benchmarks.common import machine_info, print_table, random_graph, versions
 from explorer.config import LayerConfig, RunConfig
-from explorer.engine import MODES as JIT_MODES
+from explorer.engine import STEPPERS
 from explorer.engine import Run
 from explorer.sources import split_per_class
 from gnncore import Graph
@@ -38,7 +38,7 @@ def measure_shape(config: RunConfig, graph: Graph | None, steps: int, eager_step
     """All five modes on one graph, timed in ``rounds`` that alternate between the
     modes, so that a slow patch of a noisy machine hits every mode alike."""
     runs, out = {}, {}
-    for mode in JIT_MODES:
+    for mode in STEPPERS:
         runs[mode] = run = Run(config.replace(mode=mode), graph)
         start = time.perf_counter()
         run.step()  # first call: trace + compile + one step

@@ -48,7 +48,7 @@ from benchmarks.common import (  # noqa: E402
     versions,
 )
 from explorer.config import RunConfig  # noqa: E402
-from explorer.engine import MODES as JIT_MODES  # noqa: E402
+from explorer.engine import STEPPERS  # noqa: E402
 from explorer.workspace import Workspace  # noqa: E402
 
 VIEWPORT = {"width": 1500, "height": 2600}
@@ -124,7 +124,7 @@ def ui(browser, mode: str, seconds: float, warmup: float, options: list[str]) ->
         page.get_by_text(f"Step 0 of {STEPS_PER_PLAY}").wait_for(timeout=TIMEOUT_MS)
         if mode != RunConfig().mode:
             page.locator(".st-key-t_mode").get_by_text(mode, exact=True).click()
-            page.get_by_text(JIT_MODES[mode]).wait_for(timeout=TIMEOUT_MS)
+            page.get_by_text(STEPPERS[mode].summary).wait_for(timeout=TIMEOUT_MS)
         wait_idle(page)
 
         page.evaluate(SAMPLER_JS)
@@ -176,8 +176,8 @@ def main() -> None:
     args = parser.parse_args()
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     for m in modes:
-        if m not in JIT_MODES:
-            raise SystemExit(f"unknown mode {m!r}; choose from {', '.join(JIT_MODES)}")
+        if m not in STEPPERS:
+            raise SystemExit(f"unknown mode {m!r}; choose from {', '.join(STEPPERS)}")
     servers = list(SERVERS) if args.compare_gc else ["default"]
     sync_playwright = playwright_or_exit()
 

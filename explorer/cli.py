@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from explorer.config import ConfigError, LayerConfig, RunConfig
-from explorer.engine import MODES, Run, TrainingStopped, task_for
+from explorer.engine import STEPPERS, Run, TrainingStopped, task_for
 from explorer.engine.recipe import OPTIMIZERS
 from explorer.export import script_for
 from explorer.graphio import GraphFileError, load_graph_file
@@ -61,7 +61,7 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--features", choices=FEATURES,
                        help="node features (default: the preset's own: 'file' for cora and "
                             "citeseer, 'one_hot' otherwise)")
-        p.add_argument("--mode", choices=list(MODES))
+        p.add_argument("--mode", choices=list(STEPPERS))
         p.add_argument("--epochs", type=int)
         p.add_argument("--seed", type=int)
         p.add_argument("--layers", type=_layers, help="e.g. gcn:16,gat:8")

@@ -13,7 +13,7 @@ import math
 from collections.abc import Callable, Sequence
 
 from explorer.config import RunConfig
-from explorer.engine import MODES, Run, TrainingStopped
+from explorer.engine import STEPPERS, Run, TrainingStopped
 from gnncore import Graph
 
 __all__ = ["RaceEntry", "race"]
@@ -46,12 +46,13 @@ class RaceEntry:
 
 
 def race(config: RunConfig, graph: Graph | None = None, *, steps: int | None = None,
-         modes: Sequence[str] = tuple(MODES),
+         modes: Sequence[str] | None = None,
          progress: Callable[[str, int, int], None] | None = None) -> list[RaceEntry]:
     """Train ``config`` on ``graph`` for ``steps`` steps (default
-    ``config.epochs``) in each of ``modes``. ``progress(mode, done, total)`` is
+    ``config.epochs``) in each of ``modes`` (default: every mode). ``progress(mode, done, total)`` is
     called before each mode and after the last one."""
     steps = steps or config.epochs
+    modes = tuple(STEPPERS) if modes is None else modes
     entries = []
     for i, mode in enumerate(modes):
         if progress:

@@ -13,9 +13,9 @@
 from explorer.engine.inputs import EvalTargets, StepInputs
 from explorer.engine.recipe import build_model, build_optimizer
 from explorer.engine.run import Run, StepRecord, TrainingStopped
-from explorer.engine.steppers import MODES, STEPPERS, Stepper, stepper_for
+from explorer.engine.steppers import STEPPERS, Stepper, stepper_for
 from explorer.engine.tasks import GraphTask, NodeTask, Task, task_for
 
-__all__ = ["MODES", "STEPPERS", "EvalTargets", "GraphTask", "NodeTask", "Run", "StepInputs",
+__all__ = ["STEPPERS", "EvalTargets", "GraphTask", "NodeTask", "Run", "StepInputs",
            "StepRecord", "Stepper", "Task", "TrainingStopped", "build_model", "build_optimizer",
            "stepper_for", "task_for"]

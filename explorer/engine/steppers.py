@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 import jax
 from flax import nnx
 
-__all__ = ["MODES", "STEPPERS", "Stepper", "stepper_for"]
+__all__ = ["STEPPERS", "Stepper", "stepper_for"]
 
 
 # No compilation: every jax operation of the step is dispatched on its own, one
@@ -238,8 +238,6 @@ class Functional(Stepper):
 #: every JIT mode, by name, in the order the UI lists them
 STEPPERS: dict[str, type[Stepper]] = {s.mode: s for s in (
     Eager, NnxJit, JaxJit, Functional, CachedPartial)}
-#: mode name -> one-line summary
-MODES: dict[str, str] = {name: s.summary for name, s in STEPPERS.items()}
 
 
 def stepper_for(mode: str) -> type[Stepper]:

@@ -9,7 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from explorer import plots
-from explorer.engine import MODES
+from explorer.engine import STEPPERS
 from explorer.ui.common import verdict_banner
 from explorer.workspace import Workspace
 
@@ -115,7 +115,7 @@ def _race(ws: Workspace) -> None:
                     config={"displaylogo": False})
     frozen = [e.mode for e in result if e.verdict == "frozen"]
     if frozen:
-        st.error(f"Frozen: {', '.join(frozen)} — {MODES['jax.jit']}",
+        st.error(f"Frozen: {', '.join(frozen)} — {STEPPERS['jax.jit'].summary}",
                  icon=":material/ac_unit:")
 
 

@@ -20,7 +20,7 @@ import numpy as np
 import streamlit as st
 
 from explorer import plots
-from explorer.engine import MODES
+from explorer.engine import STEPPERS
 from explorer.export import script_for
 from explorer.ui.common import answer_due, interaction_waiting, plain, verdict_banner
 from explorer.workspace import Workspace
@@ -182,9 +182,9 @@ def render(ws: Workspace) -> None:
     st.header("Train")
     if _S.get("t_mode") != ws.config.mode:
         _S.t_mode = ws.config.mode
-    st.radio("JIT mode", list(MODES), key="t_mode", horizontal=True,
+    st.radio("JIT mode", list(STEPPERS), key="t_mode", horizontal=True,
              on_change=_set_mode, args=(ws,))
-    st.caption(MODES[ws.config.mode])
+    st.caption(ws.config.stepper.summary)
     cols = st.columns(4)
     stretch = {"width": "stretch"}
     cols[0].button("Play", key="t_play", icon=":material/play_arrow:", on_click=ws.play,

@@ -8,7 +8,7 @@ import pytest
 from conftest import REPO
 from streamlit.testing.v1 import AppTest
 
-from explorer.engine import MODES
+from explorer.engine import STEPPERS
 
 
 @pytest.fixture
@@ -44,7 +44,7 @@ def test_app_starts_with_every_panel(at):
     assert sorted(headers) == ["Diagnose", "Graph", "Model", "Train"]
     assert (_metric(at, "Nodes"), _metric(at, "Edges"), _metric(at, "Classes")) == \
         ("34", "78", "2")
-    assert at.radio(key="t_mode").options == list(MODES)
+    assert at.radio(key="t_mode").options == list(STEPPERS)
     assert "Step 0 of 100" in at.get("progress")[0].proto.text
     assert not at.error
 
@@ -60,7 +60,7 @@ def test_choosing_a_preset_replaces_the_graph(at):
     assert _ws(at).config.difficulty == 0.5 and _metric(at, "Nodes") == "60"
 
 
-@pytest.mark.parametrize("mode", list(MODES))
+@pytest.mark.parametrize("mode", list(STEPPERS))
 def test_step_in_each_mode_and_the_verdict(at, mode):
     at.radio(key="t_mode").set_value(mode).run()
     at.button(key="t_step").click().run()
@@ -179,10 +179,10 @@ def test_race_tab_races_every_mode(at):
     at.button(key="d_race").click().run()
     _ok(at)
     result = _ws(at).race_result
-    assert [e.mode for e in result] == list(MODES)
+    assert [e.mode for e in result] == list(STEPPERS)
     assert "Frozen: jax.jit" in _texts(at.error)
     table = at.dataframe[-1].value
-    assert list(table["mode"]) == list(MODES)
+    assert list(table["mode"]) == list(STEPPERS)
     assert dict(zip(table["mode"], table["verdict"]))["jax.jit"] == "FROZEN"
 
 

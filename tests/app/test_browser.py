@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
-from explorer.engine import MODES
+from explorer.engine import STEPPERS
 
 try:
     from playwright.sync_api import Error as PlaywrightError
@@ -211,7 +211,7 @@ def choose_mode(page, mode: str) -> None:
     expect(radio, f"the JIT mode radio did not select {mode}").to_be_checked(timeout=STEP_MS)
     # The server has switched once the panel shows the mode's one-line lesson.
     expect(column(page, "Train"), f"the train panel never switched to {mode}").to_contain_text(
-        MODES[mode], timeout=STEP_MS)
+        STEPPERS[mode].summary, timeout=STEP_MS)
     expect_steps(page, 0)  # a new mode starts a new run
 
 

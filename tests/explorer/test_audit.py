@@ -8,7 +8,7 @@ from flax import nnx
 
 from explorer.audit import FrozenTrainingError, assert_training, audit_step
 from explorer.config import RunConfig
-from explorer.engine import MODES, Run
+from explorer.engine import STEPPERS, Run
 
 
 def user_setup():
@@ -58,7 +58,7 @@ def test_zero_learning_rate_is_frozen_for_another_reason():
     assert v.status == "frozen" and "learning rate" in v.cause and "advanced" in v.evidence[1]
 
 
-@pytest.mark.parametrize("mode", list(MODES))
+@pytest.mark.parametrize("mode", list(STEPPERS))
 def test_run_verdicts_per_mode(mode):
     run = Run(RunConfig(mode=mode, batch_norm=True, dropout=0.5, epochs=4))
     run.train()

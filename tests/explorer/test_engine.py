@@ -5,8 +5,11 @@ import numpy as np
 import pytest
 from flax import nnx
 
+from explorer.cli import _parser
 from explorer.config import LayerConfig, RunConfig
-from explorer.engine import MODES, Run, TrainingStopped
+from explorer.engine import STEPPERS, Run, TrainingStopped, steppers
+from explorer.export import script_for
+from explorer.race import race
 from gnncore import Graph
 
 WORKING = ["eager", "nnx.jit", "functional", "cached_partial"]
@@ -28,7 +31,7 @@ def leaves_of(run, kind):
 @pytest.fixture(scope="module")
 def runs():
     out = {}
-    for mode in MODES:
+    for mode in STEPPERS:
         run = Run(RunConfig(mode=mode, epochs=STEPS))
         start = params(run)
         run.train()
@@ -57,7 +60,7 @@ def test_working_modes_train_and_agree(runs, mode):
     assert any(not np.array_equal(a, b) for a, b in zip(start, params(run)))
 
 
-@pytest.mark.parametrize("mode", list(MODES))
+@pytest.mark.parametrize("mode", list(STEPPERS))
 def test_trace_count(runs, mode):
     run, _ = runs[mode]
     counts = [r.trace_count for r in run.history]
@@ -79,7 +82,7 @@ def test_same_config_and_seed_give_bit_identical_losses():
     assert c != a
 
 
-@pytest.mark.parametrize("mode", list(MODES))
+@pytest.mark.parametrize("mode", list(STEPPERS))
 def test_dropout_stream_and_batch_norm_stats_freeze_only_under_jax_jit(mode):
     run = Run(RunConfig(mode=mode, batch_norm=True, dropout=0.5, epochs=3))
     rng0, stats0 = leaves_of(run, nnx.RngState), leaves_of(run, nnx.BatchStat)
@@ -170,7 +173,7 @@ def test_set_graph_rejects_a_different_feature_width():
         run.set_graph(other)
 
 
-@pytest.mark.parametrize("mode", list(MODES))
+@pytest.mark.parametrize("mode", list(STEPPERS))
 def test_compile_breakdown_and_timing_lesson(mode):
     run = Run(RunConfig(mode=mode, epochs=4))
     run.train()
@@ -300,3 +303,27 @@ def test_runs_of_the_same_shapes_share_the_eval_but_trace_their_own_step():
     assert record.traced and record.trace_count == 1  # its own step, traced live
     assert second.accuracies() != first.accuracies() or second.history[0].loss != \
         first.history[0].loss  # and its own state
+
+
+class _Twice(steppers.Stepper):
+    """A made-up mode for the test: nnx.jit, compiled under another name."""
+
+    mode = "nnx.jit (again)"
+    summary = "The nnx.jit step registered a second time."
+    make = staticmethod(steppers.make_nnx_jit_step)
+    script_build = "step = make_nnx_jit_step(train_step, model, optimizer)"
+
+
+def test_a_new_mode_is_one_stepper_in_the_table(monkeypatch):
+    """Registering a stepper is all a new mode needs: the config accepts it,
+    a run, the race, the CLI and an exported script use it."""
+    monkeypatch.setitem(steppers.STEPPERS, _Twice.mode, _Twice)
+    config = RunConfig(mode=_Twice.mode, epochs=2)
+    run = Run(config)
+    losses = [r.loss for r in run.train()]
+    reference = [r.loss for r in Run(config.replace(mode="nnx.jit")).train()]
+    assert losses == reference and run.audit().verdict.status == "training"
+    assert [e.mode for e in race(config, steps=1)][-1] == _Twice.mode
+    assert _Twice.mode in _parser().parse_args(["train", "--mode", _Twice.mode]).mode
+    script = script_for(config)
+    assert _Twice.summary in script and "step = make_nnx_jit_step(" in script

@@ -21,7 +21,7 @@ from explorer import export
 from explorer.cli import main
 from explorer.config import LayerConfig, RunConfig
 from explorer.drawing import Drawing
-from explorer.engine import MODES, Run
+from explorer.engine import STEPPERS, Run
 from explorer.export import script_for
 from explorer.graphio import load_graph_file
 from gnncore import Graph
@@ -164,7 +164,7 @@ def test_script_prints_the_engines_losses(scripts, name):
 
 def test_every_mode_is_covered():
     modes = {c.mode for c, *_ in CASES.values()} | {"jax.jit"}  # jax.jit: the CLI case
-    assert "jax.jit" in CLI_FLAGS and modes == set(MODES)
+    assert "jax.jit" in CLI_FLAGS and modes == set(STEPPERS)
 
 
 def test_jax_jit_script_shows_frozen_training(scripts):

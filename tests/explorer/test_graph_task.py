@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from explorer.config import LayerConfig, RunConfig
-from explorer.engine import MODES, GraphTask, NodeTask, Run
+from explorer.engine import STEPPERS, GraphTask, NodeTask, Run
 from explorer.race import race
 from explorer.sources import GRAPH_TASKS
 from explorer.workspace import Workspace
@@ -30,7 +30,7 @@ def test_config_checks_features_and_pool_for_datasets():
     assert RunConfig.from_json(_config().to_json()) == _config()
 
 
-@pytest.mark.parametrize("mode", list(MODES))
+@pytest.mark.parametrize("mode", list(STEPPERS))
 def test_every_mode_steps_on_a_dataset(mode):
     run = Run(_config(mode=mode))
     assert isinstance(run.task, GraphTask) and run.logits().shape == (120, 2)

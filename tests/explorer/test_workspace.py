@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from explorer.config import LayerConfig, RunConfig
-from explorer.engine import MODES
+from explorer.engine import STEPPERS
 from explorer.graphio import GraphFileError
 from explorer.race import race
 from explorer.sources import GraphSource
@@ -312,7 +312,7 @@ def test_workspaces_share_nothing():
 
 def test_race_starts_every_mode_from_the_same_weights():
     entries = race(RunConfig(dropout=0.0), steps=4)
-    assert [e.mode for e in entries] == list(MODES)
+    assert [e.mode for e in entries] == list(STEPPERS)
     by_mode = {e.mode: e for e in entries}
     assert by_mode["jax.jit"].verdict == "frozen"
     assert len(set(by_mode["jax.jit"].losses)) == 1
@@ -329,7 +329,7 @@ def test_race_starts_every_mode_from_the_same_weights():
 def test_workspace_race_needs_a_graph_and_reports_progress(ws):
     seen = []
     ws.start_race(2, progress=lambda mode, done, total: seen.append((mode, done, total)))
-    assert len(ws.race_result) == len(MODES)
+    assert len(ws.race_result) == len(STEPPERS)
     assert seen[0] == ("eager", 0, 5) and seen[-1] == ("", 5, 5)
     ws.connect([0, 9])
     assert ws.race_result is None  # an edit invalidates the race
