@@ -49,8 +49,9 @@ def race(config: RunConfig, graph: Graph | None = None, *, steps: int | None = N
          modes: Sequence[str] | None = None,
          progress: Callable[[str, int, int], None] | None = None) -> list[RaceEntry]:
     """Train ``config`` on ``graph`` for ``steps`` steps (default
-    ``config.epochs``) in each of ``modes`` (default: every mode). ``progress(mode, done, total)`` is
-    called before each mode and after the last one."""
+    ``config.epochs``) in each of ``modes`` (default: every mode).
+    ``progress(mode, done, total)`` is called before each mode and after the
+    last one."""
     steps = steps or config.epochs
     modes = tuple(STEPPERS) if modes is None else modes
     entries = []
