@@ -20,8 +20,7 @@ import numpy as np
 
 from benchmarks.common import machine_info, print_table, random_graph, versions
 from explorer.config import LayerConfig, RunConfig
-from explorer.engine import STEPPERS
-from explorer.engine import Run
+from explorer.engine import STEPPERS, Run
 from explorer.sources import split_per_class
 from gnncore import Graph
 
