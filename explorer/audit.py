@@ -53,7 +53,8 @@ def snapshot(*nodes) -> dict[str, tuple[str, np.ndarray]]:
     for i, node in enumerate(nodes):
         prefix = () if len(nodes) == 1 else (
             (names[i],) if names.count(names[i]) == 1 else (f"{names[i]}{i}",))
-        for path, var in nnx.to_flat_state(nnx.state(node)):
+        state = node if isinstance(node, nnx.State) else nnx.state(node)
+        for path, var in nnx.to_flat_state(state):
             value = var.get_value()
             if value is None or not hasattr(value, "shape"):
                 continue
@@ -169,29 +170,78 @@ def _repeated_losses(losses: Sequence[float]) -> int:
 
 def _has(nodes, module_type, attr, predicate) -> bool:
     for node in nodes:
+        if not nnx.graph.is_graph_node(node):
+            continue
         for _, m in nnx.iter_modules(node):
             if isinstance(m, module_type) and predicate(getattr(m, attr, None)):
                 return True
     return False
 
 
+def _step_arguments(modules) -> tuple:
+    """``modules`` as a tuple of NNX modules / optimizers / states, or a
+    ``TypeError`` that says what is expected."""
+    shape = ("modules must be a tuple (or list) of the step's NNX arguments, in order: "
+             "(model, optimizer) for step(model, optimizer, *args), or (state,) for a "
+             "functional step(state, *args) -> (state, loss)")
+    if nnx.graph.is_graph_node(modules) or isinstance(modules, nnx.State):
+        raise TypeError(f"{shape}; got a bare {type(modules).__name__}: pass "
+                        f"({type(modules).__name__.lower()},)")
+    if not isinstance(modules, (tuple, list)):
+        raise TypeError(f"{shape}; got {type(modules).__name__}")
+    for i, m in enumerate(modules):
+        if not (nnx.graph.is_graph_node(m) or isinstance(m, nnx.State)):
+            raise TypeError(f"{shape}; modules[{i}] is a {type(m).__name__}")
+    if not modules:
+        raise TypeError(f"{shape}; got an empty {type(modules).__name__}")
+    return tuple(modules)
+
+
 def audit_step(step_fn: Callable, modules: Sequence, args: Sequence = (), *,
                steps: int = 3) -> AuditReport:
-    """Run ``step_fn(*modules, *args)`` ``steps`` times and audit what changed.
+    """Run your training step ``steps`` times on a copy of ``modules`` and
+    audit what changed; ``modules`` themselves are never touched.
 
-    ``step_fn`` is your own training step (compiled or not); a scalar it
-    returns is taken as the loss. Returns an :class:`AuditReport` whose
-    ``verdict`` says ``training`` or ``frozen``.
+    Arguments:
+        step_fn: your training step, compiled or not, called as
+            ``step_fn(*modules, *args)``; a scalar it returns (or the first
+            scalar of a tuple it returns) is taken as the loss.
+        modules: the step's NNX arguments as a tuple, e.g. ``(model,
+            optimizer)``. For a functional step, ``(state,)`` from
+            ``nnx.split``: the state it returns is fed back in, as a loop
+            would, and the audit compares the first and the last state.
+        args: the rest of the step's arguments (a batch).
+        steps: how many times to call it.
+
+    Returns an :class:`AuditReport` whose ``verdict`` says ``training`` or
+    ``frozen``. Raises ``TypeError`` when ``modules`` is not a tuple of NNX
+    modules, optimizers or states.
     """
-    modules = tuple(modules)
-    before = snapshot(*modules)
+    from explorer.watch import _loss_of
+
+    modules = _step_arguments(modules)
+    nodes = [i for i, m in enumerate(modules) if nnx.graph.is_graph_node(m)]
+    work = list(modules)
+    if nodes:  # cloned together: a model shared by an optimizer stays shared
+        for i, copy in zip(nodes, nnx.clone(tuple(modules[i] for i in nodes))):
+            work[i] = copy
+    initial = list(work)
+    before = snapshot(*initial)
     losses = []
     for _ in range(steps):
-        out = step_fn(*modules, *args)
-        if out is not None and np.ndim(out) == 0:
-            losses.append(float(out))
-    changes = compare_snapshots(before, snapshot(*modules))
-    has_dropout = _has(modules, nnx.Dropout, "rate", lambda r: bool(r))
+        out = step_fn(*work, *args)
+        loss = _loss_of(out)
+        if loss is not None:
+            losses.append(float(loss))
+        returned = ([out] if isinstance(out, nnx.State) else
+                    [o for o in out if isinstance(o, nnx.State)]
+                    if isinstance(out, (tuple, list)) else [])
+        inputs = [i for i, m in enumerate(work) if isinstance(m, nnx.State)]
+        for i, state in zip(inputs, returned):  # a functional step: thread its state
+            work[i] = state
+    changes = compare_snapshots(before, snapshot(*work))
+    has_dropout = _has(initial, nnx.Dropout, "rate", lambda r: bool(r)) or any(
+        c.kind == "rng" for c in changes) and not nodes
     has_bn = any(c.kind == "batch statistic" for c in changes)
     return AuditReport(tuple(changes), tuple(losses), has_dropout, has_bn,
                        verdict(changes, losses, has_dropout=has_dropout,
@@ -200,8 +250,9 @@ def audit_step(step_fn: Callable, modules: Sequence, args: Sequence = (), *,
 
 def assert_training(step_fn: Callable, modules: Sequence, args: Sequence = (), *,
                     steps: int = 2) -> AuditReport:
-    """Like :func:`audit_step`, but raise :class:`FrozenTrainingError` listing
-    the parameters that never changed when the verdict is ``frozen``."""
+    """Like :func:`audit_step` (on a copy: your modules are not trained),
+    but raise :class:`FrozenTrainingError` listing the parameters that never
+    changed when the verdict is ``frozen``."""
     report = audit_step(step_fn, modules, args, steps=steps)
     if report.verdict.status == "frozen":
         frozen = report.frozen_variables()

@@ -1,12 +1,13 @@
-"""Command line: ``python -m explorer train|compare|audit|export|inspect``.
+"""Command line: ``python -m explorer train|compare|audit|export|inspect|check``.
 
 ``train`` runs one configuration and ends with a ``verdict:`` line (exit 0,
 frozen or not); ``audit`` is the same but exits 1 on a frozen verdict, for CI
 scripts; ``compare`` runs the configuration in every JIT mode from the same
 initial weights and prints one row per mode; ``export --output PATH`` writes
 the configuration as a standalone training script (same flags as ``train``);
-``inspect PATH`` summarises a graph file. Bad arguments and bad files exit 2
-with a one-line message.
+``inspect PATH`` summarises a graph file; ``check SCRIPT [ARGS…]`` runs your own
+training script and judges its jitted steps (:mod:`explorer.check`). Bad
+arguments and bad files exit 2 with a one-line message.
 """
 
 from __future__ import annotations
@@ -83,6 +84,9 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("inspect", help="read a graph file and summarise it")
     p.add_argument("path", type=Path)
     p.add_argument("--nodes", type=Path, help="optional node CSV (id,label,feature...)")
+    # listed for --help; explorer.check parses its own arguments (see main)
+    sub.add_parser("check", help="run your training script and judge its jitted steps: "
+                                 "check SCRIPT [--every N] [--log DIR] [ARGS...]")
     return parser
 
 
@@ -206,6 +210,11 @@ def _export(config: RunConfig, path: Path, force: bool, out) -> int:
 
 def main(argv=None, out=None) -> int:
     out = out or sys.stdout
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["check"]:  # its own parser: everything after the script is the script's
+        from explorer.check import main as check
+
+        return check(argv[1:], out)
     try:
         args = _parser().parse_args(argv)
         config = _config(args)
