@@ -217,7 +217,7 @@ def audit_step(step_fn: Callable, modules: Sequence, args: Sequence = (), *,
     ``frozen``. Raises ``TypeError`` when ``modules`` is not a tuple of NNX
     modules, optimizers or states.
     """
-    from explorer.watch import _loss_of
+    from explorer.watcher import _loss_of
 
     modules = _step_arguments(modules)
     nodes = [i for i, m in enumerate(modules) if nnx.graph.is_graph_node(m)]

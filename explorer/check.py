@@ -2,7 +2,7 @@
 and judge every jitted step it trains with.
 
 While the script runs, ``jax.jit`` and ``nnx.jit`` (and so ``nnx.cached_partial``
-over them) hand back :class:`explorer.watch.Watched` steps. A step is judged
+over them) hand back :class:`explorer.watcher.Watched` steps. A step is judged
 only if it is a *training* step: one that changes the NNX parameters or
 optimizer state of its arguments inside the trace (``optimizer.update`` on a
 module passed in, under either jit), or one that returns NNX state (a
@@ -29,7 +29,7 @@ import jax
 from flax import nnx
 from flax.nnx import graph as nnx_graph
 
-from explorer.watch import Watched, has_nnx
+from explorer.watcher import Watched, has_nnx
 
 __all__ = ["Checker", "main"]
 

@@ -75,7 +75,7 @@ class RunLog:
         return cls(folder)
 
     def append(self, record, verdict, kinds: Mapping[str, str]) -> None:
-        """Append one recorded call (an :class:`explorer.watch.CallRecord`)
+        """Append one recorded call (an :class:`explorer.watcher.CallRecord`)
         with the verdict after it."""
         paths = sorted(kinds)
         if self._paths != paths:  # the variables changed: start a new chunk

@@ -11,8 +11,9 @@ import optax
 import pytest
 from flax import nnx
 
+import explorer
 from explorer.runlog import CHUNK, list_runs, read_run, resolve_run
-from explorer.watch import TrainingWarning, watch
+from explorer.watcher import TrainingWarning, watch
 
 X = jnp.asarray(np.random.default_rng(0).normal(size=(16, 3)), jnp.float32)
 Y = jnp.asarray(np.random.default_rng(1).normal(size=(16, 1)), jnp.float32)
@@ -71,7 +72,7 @@ def test_working_steps_are_training_and_return_what_the_step_returns(wrap):
 
 def test_the_jax_jit_pitfall_is_frozen_and_warned_once():
     model, optimizer = setup(dropout=0.5)
-    step = watch(jax.jit(train_step))
+    step = explorer.watch(jax.jit(train_step))  # the package's name for it
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         losses = [float(step(model, optimizer, X, Y)) for _ in range(5)]
