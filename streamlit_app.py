@@ -1,12 +1,5 @@
-"""Entry point: `streamlit run streamlit_app.py`."""
+"""Entry point: `streamlit run streamlit_app.py` (installed: `gnn-jit-explorer app`)."""
 
-import os
+from explorer.ui.script import start
 
-# One OpenBLAS thread, set before numpy loads: the app's arrays are small, and
-# OpenBLAS's spinning workers fought XLA and the browser for a 2-core machine's
-# cores (a 1 ms numpy comparison took 50-130 ms while a run trained).
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-
-from explorer.ui.app import main  # noqa: E402
-
-main()
+start()

@@ -25,8 +25,22 @@ __all__ = ["ASSETS", "FEATURES", "GRAPH_FEATURES", "GRAPH_TASKS", "PRESETS", "Pr
            "build_features", "graph_classification_dataset", "load_graph_dataset",
            "split_graphs", "load_graph", "preset_file", "preset_graph", "split_per_class"]
 
+def _assets() -> Path:
+    """``assets/`` at the top of a checkout, or the copy an installed package
+    carries (``gnn_jit_explorer_assets``, see pyproject.toml)."""
+    checkout = Path(__file__).resolve().parent.parent / "assets"
+    if (checkout / "cytoscape" / "cytoscape.min.js").is_file():
+        return checkout
+    import importlib.util
+
+    spec = importlib.util.find_spec("gnn_jit_explorer_assets")
+    if spec is None or not spec.submodule_search_locations:
+        return checkout  # neither: the presets that need a file say it is missing
+    return Path(list(spec.submodule_search_locations)[0])
+
+
 #: the files the app ships (``assets/`` at the top of the repository)
-ASSETS = Path(__file__).resolve().parent.parent / "assets"
+ASSETS = _assets()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -91,3 +91,51 @@ def test_the_app_entry_point_limits_openblas_to_one_thread_before_numpy_loads():
     out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True,
                          text=True, timeout=120, check=True).stdout.strip()
     assert out == "['1']", out
+
+
+def test_pyproject_lists_every_package():
+    import tomllib
+
+    listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "packages"])
+    found = {".".join(p.relative_to(REPO).parts[:-1]) for top in ("gnncore", "explorer")
+             for p in (REPO / top).rglob("__init__.py")}
+    assert found | {"gnn_jit_explorer_assets"} == listed
+
+
+def test_the_package_installs_with_its_assets_and_command(tmp_path):
+    """``pip install .`` gives gnncore + the engine with version ranges, the
+    shipped assets and the ``gnn-jit-explorer`` command (built here as a
+    wheel and installed into a fresh venv that sees this environment's
+    packages, so nothing else is downloaded)."""
+    import subprocess
+    import sys
+    import zipfile
+
+    subprocess.run([sys.executable, "-m", "pip", "wheel", str(REPO), "--no-deps", "-q",
+                    "-w", str(tmp_path / "dist")], check=True, timeout=300)
+    (wheel,) = (tmp_path / "dist").glob("gnn_jit_explorer-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    meta = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("METADATA")))
+    assert b"Requires-Dist: jax<0.11,>=0.10" in meta and b'extra == "app"' in meta
+    assert "gnn_jit_explorer_assets/cora.npz" in names
+    assert "explorer/ui/graph_canvas.js" in names
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)],
+                   check=True, timeout=120)
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--no-deps", "-q"]
+    subprocess.run([*pip, str(wheel)], check=True, timeout=300)
+    script = tmp_path / "train.py"
+    script.write_text((REPO / "examples" / "frozen_jax_jit.py").read_text())
+    (tmp_path / "_data.py").write_text((REPO / "examples" / "_data.py").read_text())
+    run = subprocess.run([str(venv / "bin" / "gnn-jit-explorer"), "check", str(script)],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                         env={"PATH": "/usr/bin:/bin", "JAX_PLATFORMS": "cpu"})
+    assert run.returncode == 1 and "verdict: frozen" in run.stdout, run.stdout + run.stderr
+    where = subprocess.run(
+        [str(venv / "bin" / "python"), "-c",
+         "import explorer.sources as s; print(s.ASSETS); print(s.load_graph('cora').num_nodes)"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert where.returncode == 0, where.stderr
+    assets, nodes = where.stdout.split()
+    assert "site-packages" in assets and str(REPO) not in assets and nodes == "2708"

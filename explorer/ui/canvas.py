@@ -8,8 +8,10 @@ from pathlib import Path
 
 import streamlit as st
 
+from explorer.sources import ASSETS
+
 HERE = Path(__file__).resolve().parent
-CYTOSCAPE = HERE.parent.parent / "assets" / "cytoscape" / "cytoscape.min.js"
+CYTOSCAPE = ASSETS / "cytoscape" / "cytoscape.min.js"
 HEIGHT = 520
 
 HTML = """
