@@ -280,6 +280,27 @@ def loss_figure(steps: Sequence[float], losses: Sequence[float], *,
     return _line_layout(fig, height=height, ytitle="loss", uirevision="loss", title=title)
 
 
+def step_time_figure(steps: Sequence[float], wall_s: Sequence[float],
+                     causes: Sequence[str], *, height: int = 260) -> go.Figure:
+    """Synced time of each step in ms (log axis) with the steps that traced
+    and compiled marked in red; hovering one shows why it traced (``causes``:
+    ``""`` for a step that reused the compiled step)."""
+    if len(steps) == 0:
+        return _empty_figure(EMPTY_RUN, height, "step_time")
+    ms = [1e3 * float(w) for w in wall_s]
+    fig = go.Figure(go.Scatter(x=list(steps), y=ms, mode="lines+markers", name="step",
+                               marker={"size": 4}, hovertemplate="%{y:.3g} ms<extra></extra>"))
+    traced = [i for i, c in enumerate(causes) if c]
+    fig.add_trace(go.Scatter(
+        x=[steps[i] for i in traced], y=[ms[i] for i in traced], mode="markers",
+        name="traced + compiled", marker={"size": 10, "color": "#d62728", "symbol": "x"},
+        text=[causes[i] for i in traced],
+        hovertemplate="%{y:.3g} ms, traced: %{text}<extra></extra>"))
+    fig.update_yaxes(type="log", dtick=1)  # a tick per power of ten
+    return _line_layout(fig, height=height, ytitle="ms (synced)", uirevision="step_time",
+                        title="Step time and traces")
+
+
 def accuracy_figure(steps: Sequence[float], train: Sequence[float],
                     val: Sequence[float], test: Sequence[float], *,
                     height: int = 300, empty: Collection[str] = (),

@@ -8,8 +8,9 @@ A run is a folder ``<log dir>/<run name>/`` holding
   call: the call's numbers, its verdict, and ``changes_at`` (where its change
   vector is);
 - ``changes-00001.npz``, ...: the per-variable change vectors (``‖Δ‖/‖θ‖``) of
-  ``CHUNK`` records each, as one float32 matrix with the variables' paths and
-  kinds, each chunk written to a temporary file and renamed into place.
+  ``CHUNK`` records each (fewer when a loop is slow: at most ``CHUNK_S`` s
+  behind), as one float32 matrix with the variables' paths and kinds, each
+  chunk written to a temporary file and renamed into place.
 
 So a log can be read while it is written, and after a crash mid-write it is
 intact but for a torn last line, which the reader skips. Nothing here uses
@@ -30,11 +31,15 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["CHUNK", "SCHEMA_VERSION", "RunData", "RunLog", "list_runs", "read_run",
-           "resolve_run"]
+           "read_upload", "resolve_run", "runs_dir"]
 
 SCHEMA_VERSION = 1
 CHUNK = 16  # records per change-vector chunk
+CHUNK_S = 5.0  # ... or fewer, when the oldest waiting record is this old (a slow loop)
 MAX_RECORDS = 100_000  # a reader stops here (a log is never loaded without bound)
+MAX_UPLOAD_BYTES = 20 * 1024 * 1024  # an uploaded log, and each file in it, unpacked
+ENV_RUNS = "EXPLORER_RUNS"
+_MEMBER = re.compile(r"(?:[^/]+/)?(meta\.json|records\.jsonl|changes-\d{5}\.npz)")
 _NAME = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -50,6 +55,7 @@ class RunLog:
         self.folder = folder
         self._records = open(folder / "records.jsonl", "a", encoding="utf-8")  # noqa: SIM115
         self._pending: list[tuple[int, list[float]]] = []
+        self._pending_since = 0.0
         self._paths: list[str] | None = None
         self._kinds: list[str] = []
         self._chunks = 0
@@ -82,6 +88,8 @@ class RunLog:
             self._flush_chunk()
             self._paths, self._kinds = paths, [kinds[p] for p in paths]
         vector = [record.changes.get(p, math.nan) for p in paths]
+        if not self._pending:
+            self._pending_since = time.monotonic()
         self._pending.append((record.call, vector))
         line = {"call": record.call, "wall_s": record.wall_s, "traced": record.traced,
                 "compiles": record.compiles, "cause": record.cause, "loss": record.loss,
@@ -91,7 +99,7 @@ class RunLog:
         self._records.write(json.dumps(line, allow_nan=True) + "\n")
         self._records.flush()
         self._count += 1
-        if len(self._pending) >= CHUNK:
+        if len(self._pending) >= CHUNK or time.monotonic() - self._pending_since >= CHUNK_S:
             self._flush_chunk()
 
     def _flush_chunk(self) -> None:
@@ -217,3 +225,64 @@ def list_runs(root) -> list[str]:
     runs = [p for p in root.iterdir() if p.is_dir() and (p / "records.jsonl").exists()
             and p.resolve().parent == root.resolve()]
     return [p.name for p in sorted(runs, key=lambda p: p.stat().st_mtime, reverse=True)]
+
+
+def runs_dir(argv=None, environ=None) -> Path:
+    """Where the app's "Your runs" page looks: ``--runs DIR`` on the app's
+    command line (``streamlit run streamlit_app.py -- --runs DIR``), else the
+    environment variable ``EXPLORER_RUNS``, else ``./runs``."""
+    import sys
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    environ = os.environ if environ is None else environ
+    for i, arg in enumerate(argv):
+        if arg == "--runs" and i + 1 < len(argv):
+            return Path(argv[i + 1])
+        if arg.startswith("--runs="):
+            return Path(arg.split("=", 1)[1])
+    return Path(environ.get(ENV_RUNS) or "runs")
+
+
+def read_upload(filename: str, data: bytes) -> RunData:
+    """A run log someone uploaded: a ``.zip`` of a run folder (its
+    ``meta.json``, ``records.jsonl`` and ``changes-*.npz``, nothing else is
+    read) or a bare ``records.jsonl``. Raises ``ValueError`` naming what is
+    wrong; sizes are checked from the zip's directory before anything is
+    unpacked."""
+    import io
+    import tempfile
+    import zipfile
+
+    if len(data) > MAX_UPLOAD_BYTES:
+        raise ValueError(f"{filename}: larger than {MAX_UPLOAD_BYTES // 2**20} MB")
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / _safe(Path(filename).stem)
+        folder.mkdir()
+        if filename.lower().endswith(".jsonl"):
+            (folder / "records.jsonl").write_bytes(data)
+        elif filename.lower().endswith(".zip"):
+            try:
+                archive = zipfile.ZipFile(io.BytesIO(data))
+                members = archive.infolist()
+            except (zipfile.BadZipFile, ValueError) as err:
+                raise ValueError(f"{filename}: not a zip file ({err})") from None
+            if len(members) > 10_000:
+                raise ValueError(f"{filename}: {len(members)} files, too many for a run log")
+            total = 0
+            for info in members:
+                match = _MEMBER.fullmatch(info.filename)
+                if match is None or info.is_dir():
+                    continue  # only the run log's own files are read
+                total += info.file_size
+                if info.file_size > MAX_UPLOAD_BYTES or total > MAX_UPLOAD_BYTES:
+                    raise ValueError(f"{filename}: {info.filename} unpacks to more than "
+                                     f"{MAX_UPLOAD_BYTES // 2**20} MB")
+                (folder / match.group(1)).write_bytes(archive.read(info))
+            if not (folder / "records.jsonl").exists():
+                raise ValueError(f"{filename}: no records.jsonl in the archive")
+        else:
+            raise ValueError(f"{filename}: upload a .zip of a run folder or its records.jsonl")
+        run = read_run(folder)
+    if not run.records and run.final is None:
+        raise ValueError(f"{filename}: no records could be read")
+    return run

@@ -10,7 +10,14 @@ from __future__ import annotations
 import streamlit as st
 
 from explorer import links
-from explorer.ui import diagnose_panel, graph_panel, lesson_panel, model_panel, train_panel
+from explorer.ui import (
+    diagnose_panel,
+    graph_panel,
+    lesson_panel,
+    model_panel,
+    runs_panel,
+    train_panel,
+)
 from explorer.ui.common import classroom, guard, plain, sync_link, workspace
 
 TITLE = "GNN JIT Explorer"
@@ -19,6 +26,14 @@ PANEL_MIN_PX = 400  # narrower than this, the graph and train panels stack
 
 def main() -> None:
     st.set_page_config(page_title=TITLE, page_icon=":material/hub:", layout="wide")
+    pages = [st.Page(explorer_page, title="Explorer", icon=":material/hub:", default=True),
+             st.Page(runs_panel.render, title="Your runs", icon=":material/monitoring:",
+                     url_path="runs")]
+    st.navigation(pages, position="top").run()
+
+
+def explorer_page() -> None:
+    """The explorer: a graph, a model, a JIT mode, live training and diagnosis."""
     ws = workspace()
     with st.sidebar:
         if classroom():

@@ -12,7 +12,6 @@ import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from explorer import links
-from explorer.audit import AuditReport
 from explorer.config import RunConfig
 from explorer.sources import GraphSource
 from explorer.workspace import Workspace, release_memory
@@ -183,19 +182,27 @@ def attempt(key: str, action, *args) -> bool:
     return True
 
 
-def verdict_banner(report: AuditReport | None, *, detail: bool = True) -> None:
-    """TRAINING (green) or FROZEN (red) with the evidence, cause and fix."""
+def verdict_banner(report, *, detail: bool = True) -> None:
+    """The verdict of an :class:`AuditReport` (or of anything with ``status``,
+    ``evidence``, ``cause`` and ``fix``, e.g. a watched run's): TRAINING in
+    green, FROZEN / STALE OBJECTS / NON-FINITE in red, RETRACING EVERY CALL in
+    orange, with the evidence, the cause and the fix."""
     if report is None:
         st.info("No steps yet: press **Step** or **Play** to audit the training step.")
         return
-    v = report.verdict
+    v = getattr(report, "verdict", report)
     evidence = "; ".join(v.evidence)
-    if v.status == "frozen":
-        text = f"**FROZEN** — {evidence}."
-        if detail:
-            text += f"\n\n**Cause:** {v.cause}.\n\n**Fix:** {v.fix}."
-        else:
-            text += f"\n\n**Fix:** {v.fix}."
-        st.error(text, icon=":material/ac_unit:")
+    status = v.status.upper()
+    if v.status in ("training", "waiting", "pure"):
+        shown = st.success if v.status == "training" else st.info
+        shown(f"**{status}** — {evidence}.", icon=":material/check_circle:")
+        return
+    text = f"**{status}** — {evidence}."
+    if detail:
+        text += f"\n\n**Cause:** {v.cause}.\n\n**Fix:** {v.fix}."
     else:
-        st.success(f"**TRAINING** — {evidence}.", icon=":material/check_circle:")
+        text += f"\n\n**Fix:** {v.fix}."
+    if v.status == "retracing every call":
+        st.warning(text, icon=":material/replay:")
+    else:
+        st.error(text, icon=":material/ac_unit:" if v.status == "frozen" else ":material/error:")

@@ -48,17 +48,20 @@ def _heatmap(ws: Workspace) -> None:
 def _compile(ws: Workspace) -> None:
     info = ws.retrace_info()
     history = ws.run.history if ws.run else []
-    hits = [r.wall_s for r in history if not r.traced][-20:]
     first = next((r.wall_s for r in history if r.traced), math.nan)
+    steady = ws.run.steady_step_ms(window=20) if ws.run else math.nan
     cols = st.columns(4)
     cols[0].metric("Traces", info["traces"], help="How often the step was traced (and "
                    "compiled). More than one means retraces.")
     cols[1].metric("First call", f"{_fmt(first)} s", help="Trace + compile + run.")
-    steady = 1e3 * sorted(hits)[len(hits) // 2] if hits else math.nan
     cols[2].metric("Steady step", f"{_fmt(steady)} ms", help="Median of the last 20 steps "
                    "that reused the compiled step.")
-    cols[3].metric("Compile / step", _fmt(first / (steady / 1e3) if hits else math.nan, 1, 3),
+    cols[3].metric("Compile / step", _fmt(first / (steady / 1e3), 1, 3),
                    help="How many steady steps one compilation costs.")
+    st.plotly_chart(plots.step_time_figure(
+        [r.step for r in history], [r.wall_s for r in history],
+        [r.trace_cause or "traced" if r.traced else "" for r in history]),
+        key="d_step_time", config={"displaylogo": False})
     if not ws.config.stepper.compiled:
         st.info("Eager mode compiles nothing: every operation is dispatched on its own, "
                 "every step.")

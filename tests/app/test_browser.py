@@ -40,6 +40,8 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
                  "--disable-component-update", "--disable-sync"]
 ARTIFACTS = Path(os.environ.get("TEST_ARTIFACTS", REPO / "tests" / "artifacts"))
 VIEWPORT = {"width": 1500, "height": 2600}  # tall: every panel fits without scrolling
+#: the app's "Your runs" folder (EXPLORER_RUNS), which a test writes a run into
+RUNS = Path(tempfile.mkdtemp(prefix="explorer_runs_"))
 
 START_TIMEOUT_S = 60  # server process start -> /_stcore/health says "ok"
 LOAD_MS = 90_000  # first page load: imports JAX and builds the first model
@@ -123,7 +125,7 @@ def app():
         pytest.skip(missing)
     port = _free_port()
     log = Path(tempfile.mkstemp(prefix="streamlit_", suffix=".log")[1])
-    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    env = dict(os.environ, JAX_PLATFORMS="cpu", EXPLORER_RUNS=str(RUNS))
     env.pop("JAX_DISABLE_MOST_OPTIMIZATIONS", None)  # the app as users run it
     cmd = [sys.executable, "-m", "streamlit", "run", "streamlit_app.py",
            "--server.headless", "true", "--server.address", "127.0.0.1",
@@ -411,3 +413,59 @@ def test_a_link_opens_a_lesson_and_the_fix_goes_side_by_side(app):
         assert 'MODE = "nnx.jit"' in script and "from gnncore import" in script
     finally:
         context.close()
+
+
+_WRITER = """
+import time, jax.numpy as jnp, optax, explorer
+from flax import nnx
+model = nnx.Linear(3, 1, rngs=nnx.Rngs(0))
+optimizer = nnx.Optimizer(model, optax.sgd(0.05), wrt=nnx.Param)
+x, y = jnp.ones((8, 3)), jnp.zeros((8, 1))
+
+@nnx.jit
+def train_step(model, optimizer, x, y):
+    loss, grads = nnx.value_and_grad(lambda m: jnp.mean((m(x) - y) ** 2))(model)
+    optimizer.update(model, grads)
+    return loss
+
+step = explorer.watch(train_step, log_dir=%r, name="live run", warn=False)
+for _ in range(40):
+    step(model, optimizer, x, y)
+    time.sleep(0.25)
+step.close()
+"""
+
+
+def test_your_runs_page_follows_a_run_while_a_script_writes_it(app):
+    """A script trains with explorer.watch(log_dir=...) while the page is open:
+    the page reads the log again by itself (no reload) and shows the growing
+    record count, the verdict and the figures; the top navigation leads back."""
+    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=str(REPO))
+    writer = subprocess.Popen([sys.executable, "-c", _WRITER % str(RUNS)], cwd=REPO, env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    context = app.browser.new_context(viewport={"width": 1400, "height": 1600})
+    try:
+        deadline = time.monotonic() + 60
+        while not (RUNS / "live_run" / "records.jsonl").exists():
+            assert writer.poll() is None, writer.stderr.read()
+            assert time.monotonic() < deadline, "the writer never started its log"
+            time.sleep(0.2)
+        page = context.new_page()
+        page.goto(app.url + "runs", timeout=LOAD_MS)
+        calls = page.get_by_text(re.compile(r"\d+ recorded call\(s\) · being written"))
+        expect(calls).to_be_visible(timeout=STEP_MS)
+        first = int(calls.inner_text().split(" recorded")[0].split("·")[-1])
+        expect(calls, "the page did not follow the run").not_to_contain_text(
+            f" {first} recorded", timeout=STEP_MS)
+        expect(page.get_by_text("TRAINING", exact=False).first).to_be_visible()
+        expect(page.locator(".js-plotly-plot")).to_have_count(3, timeout=STEP_MS)
+        shoot(page.locator('[data-testid="stMain"]'), "runs_page.png")
+        writer.wait(timeout=60)
+        expect(page.get_by_text(re.compile(r"40 recorded call\(s\) · finished"))).to_be_visible(
+            timeout=STEP_MS)
+        page.get_by_role("link", name="Explorer").click()
+        expect(progress(page)).to_contain_text(STEP_TEXT, timeout=LOAD_MS)
+    finally:
+        context.close()
+        if writer.poll() is None:
+            writer.kill()
