@@ -255,13 +255,13 @@ class Watched:
         model object is stale until the loop ends; see :attr:`verdict`)."""
         if not self.is_training_step():
             return Verdict("pure", ("no NNX state changed hands: not a training step",))
-        last = self.records[-1] if self.records else None
-        if last is not None and (last.nonfinite or (last.loss is not None
-                                                     and not math.isfinite(last.loss))):
-            what = list(last.nonfinite[:3]) + (
-                [f"loss {last.loss}"] if last.loss is not None and not math.isfinite(last.loss)
+        bad = next((r for r in self.records if r.nonfinite or (
+            r.loss is not None and not math.isfinite(r.loss))), None)
+        if bad is not None:  # the first recorded call with a NaN or Inf
+            what = list(bad.nonfinite[:3]) + (
+                [f"loss {bad.loss}"] if bad.loss is not None and not math.isfinite(bad.loss)
                 else [])
-            return Verdict("non-finite", (f"at call {last.call}: " + ", ".join(what),),
+            return Verdict("non-finite", (f"first at call {bad.call}: " + ", ".join(what),),
                            NONFINITE_CAUSE, NONFINITE_FIX)
         if self._traced_run >= RETRACE_RUN:
             call, cause = self.traces[-1]

@@ -34,6 +34,7 @@ EXAMPLES = {
     "retracing.py": (0, ["nnx.jit(train_step): 8 call(s), 8 trace(s)",
                          "traced at call 2: x: float32[33, 4] -> float32[34, 4]",
                          "verdict: retracing every call"]),
+    "diverging.py": (0, ["verdict: non-finite: first at call", "fix: lower the learning rate"]),
     "test_my_training.py": (0, ["verdict: training", "my training steps train"]),
     "no_nnx.py": (0, ["check: no jitted function received NNX modules or state"]),
 }
