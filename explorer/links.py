@@ -50,6 +50,7 @@ class Link:
     classroom: bool = False
     notices: tuple[str, ...] = ()
     lesson: str | None = None  # a lesson key (explorer.lessons), opened on arrival
+    present: bool = False  # presenter view: sidebar collapsed, larger type
 
 
 # ------------------------------------------------------------------ layers
@@ -146,7 +147,8 @@ def _parse_graph(blob: str, seed: int) -> Drawing:
 
 # ------------------------------------------------------------------ public
 def encode(config: RunConfig, drawing: Drawing | None = None, *,
-           classroom: bool = False, lesson: str | None = None) -> dict[str, str]:
+           classroom: bool = False, lesson: str | None = None,
+           present: bool = False) -> dict[str, str]:
     """Query parameters for ``config`` (only non-default fields) and, when
     given, the drawn graph (``drawing``: anything that is not the preset;
     left out when it does not fit, see :func:`graph_blob`) and the open
@@ -167,6 +169,8 @@ def encode(config: RunConfig, drawing: Drawing | None = None, *,
         params["classroom"] = "1"
     if lesson:
         params["lesson"] = lesson
+    if present:
+        params["present"] = "1"
     return params
 
 
@@ -190,7 +194,7 @@ def _decode(params: Mapping[str, str]) -> Link:
     if sum(len(k) + len(v) for k, v in params.items()) > MAX_LINK_CHARS:
         return Link(RunConfig(), notices=(
             f"the link is longer than {MAX_LINK_CHARS} characters: default settings used",))
-    known = set(_SCALARS) | {"layers", "g", "classroom", "lesson"}
+    known = set(_SCALARS) | {"layers", "g", "classroom", "lesson", "present"}
     for name in sorted(set(params) - known):
         notices.append(f"unknown link parameter {name[:SHOWN_CHARS]!r} ignored")
     data = RunConfig().to_dict()
@@ -260,4 +264,4 @@ def _decode(params: Mapping[str, str]) -> Link:
         if lesson is None:
             notices.append(f"unknown lesson {params['lesson'][:SHOWN_CHARS]!r} ignored")
     return Link(config, drawing, params.get("classroom") in ("1", "true"), tuple(notices),
-                lesson)
+                lesson, params.get("present") in ("1", "true"))

@@ -277,7 +277,29 @@ def loss_figure(steps: Sequence[float], losses: Sequence[float], *,
     fig = go.Figure(go.Scatter(x=list(steps), y=list(losses), mode="lines", name="loss"))
     if y_range is not None:
         fig.update_yaxes(range=list(y_range))
+    finite = [float(v) for v in losses if math.isfinite(float(v))]
+    if len(finite) > 1 and min(finite) == max(finite):  # flat: label the line's value
+        lo, hi = y_range if y_range is not None else (finite[0] - 0.05, finite[0] + 0.05)
+        near = 0.12 * (hi - lo)  # a round tick this close would overlap the value's label
+        ticks = sorted({t for t in _nice_ticks(lo, hi) if abs(t - finite[0]) > near}
+                       | {finite[0]})
+        fig.update_yaxes(range=[lo, hi], tickmode="array", tickvals=ticks,
+                         ticktext=[f"{t:.6g}" if t == finite[0] else f"{t:.3g}" for t in ticks])
     return _line_layout(fig, height=height, ytitle="loss", uirevision="loss", title=title)
+
+
+def _nice_ticks(lo: float, hi: float, count: int = 4) -> list[float]:
+    """About ``count`` round values between ``lo`` and ``hi``."""
+    span = hi - lo
+    if not span > 0:
+        return []
+    step = 10 ** math.floor(math.log10(span / count))
+    for factor in (1, 2, 5, 10):
+        if span / (step * factor) <= count:
+            step *= factor
+            break
+    first = math.ceil(lo / step) * step
+    return [round(first + k * step, 12) for k in range(int((hi - first) / step) + 1)]
 
 
 def step_time_figure(steps: Sequence[float], wall_s: Sequence[float],

@@ -237,6 +237,13 @@ class Workspace:
                     else SCALABLE_FEATURES[0])  # one-hot ids of a big graph would not fit
         self.set_config(self.config.replace(features="file" if use else fallback))
 
+    def reopen(self, editor: Editor, config: RunConfig) -> None:
+        """Go back to an earlier editor (its drawing and undo history) with
+        ``config``: a new run (a ``ValueError`` leaves everything as it is)."""
+        self._load(editor, config)
+        if not self.task.editable and self.run is not None:
+            self.show_sample(editor.sample)
+
     def _load(self, editor: Editor, config: RunConfig) -> None:
         """Replace the graph: the new editor and its run are built first (a
         ``ValueError`` leaves the old ones in place), then both replace the old."""

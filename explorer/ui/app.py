@@ -18,14 +18,22 @@ from explorer.ui import (
     runs_panel,
     train_panel,
 )
-from explorer.ui.common import classroom, guard, plain, sync_link, workspace
+from explorer.ui.common import classroom, guard, plain, presenting, sync_link, workspace
 
 TITLE = "GNN JIT Explorer"
 PANEL_MIN_PX = 400  # narrower than this, the graph and train panels stack
 
 
+#: presenter view: type a class can read from the back of the room
+PRESENT_CSS = ("<style>html { font-size: 20px; } [data-testid='stMain'] .block-container "
+               "{ max-width: 100%; padding-left: 2rem; padding-right: 2rem; }</style>")
+
+
 def main() -> None:
-    st.set_page_config(page_title=TITLE, page_icon=":material/hub:", layout="wide")
+    st.set_page_config(page_title=TITLE, page_icon=":material/hub:", layout="wide",
+                       initial_sidebar_state="collapsed" if presenting() else "auto")
+    if presenting():
+        st.html(PRESENT_CSS)
     pages = [st.Page(explorer_page, title="Explorer", icon=":material/hub:", default=True),
              st.Page(runs_panel.render, title="Your runs", icon=":material/monitoring:",
                      url_path="runs")]

@@ -124,6 +124,13 @@ def classroom() -> bool:
     return bool(st.session_state.get("classroom"))
 
 
+def presenting() -> bool:
+    """Presenter view (``&present=1``): the sidebar collapsed, larger type.
+    Read from the address bar, since the page is set up before the session's
+    workspace exists."""
+    return st.query_params.get("present") in ("1", "true")
+
+
 def sync_link(ws: Workspace) -> bool:
     """Keep the address bar's query parameters equal to the current run, so
     that copying the URL shares it. Returns whether the link holds the graph
@@ -132,7 +139,7 @@ def sync_link(ws: Workspace) -> bool:
     every rerun (a 300k-edge upload took 1.85 s a rerun)."""
     edited = not ws.source.shipped or len(ws.history) > 1
     params = links.encode(ws.config, classroom=classroom(),
-                          lesson=st.session_state.get("lesson"))
+                          lesson=st.session_state.get("lesson"), present=presenting())
     fits = True
     if edited and ws.task.editable:
         cached = st.session_state.get("link_graph")

@@ -30,9 +30,32 @@ def active() -> Lesson | None:
 
 
 def open_lesson(key: str | None) -> None:
-    """Show lesson ``key`` (``None`` closes the panel); it runs on the next render."""
+    """Show lesson ``key`` (``None`` closes the panel and puts back the graph
+    and settings from before the first lesson); it runs on the next render."""
+    ws = _S.get("workspace")
+    if ws is not None:
+        if ws.notice.startswith("Lesson "):
+            ws.notice = ""  # another lesson's setup notice is stale now
+        if key is None:
+            _restore(ws)
     _S.lesson = key or None
     _S.lesson_results = {}
+
+
+def _restore(ws: Workspace) -> None:
+    """The graph (with its undo history) and the settings from before the
+    lessons, back in the explorer (the address bar follows the config)."""
+    before = _S.pop("l_before", None)
+    if before is None:
+        return
+    editor, config = before
+    if editor is not ws.editor or config != ws.config:
+        try:
+            ws.reopen(editor, config)
+        except ValueError as err:  # the old setup cannot be built again: keep the lesson's
+            ws.error = f"could not restore the graph from before the lesson: {err}"
+            return
+    ws.notice = ""
 
 
 def _picked() -> None:
@@ -40,7 +63,9 @@ def _picked() -> None:
 
 
 def _load_setup(ws: Workspace, lesson: Lesson, config: RunConfig) -> None:
-    """Put the lesson's graph, model and mode into the explorer's panels."""
+    """Put the lesson's graph, model and mode into the explorer's panels (what
+    was there goes back when the lessons are closed)."""
+    _S.setdefault("l_before", (ws.editor, ws.config))
     loaded_seed = None
     if ws.source != GraphSource("preset", config.graph):
         ws.load_preset(config.graph, difficulty=config.difficulty)
@@ -106,7 +131,7 @@ def _outcome(outcome: Outcome, side: str, y_range=None) -> None:
     if outcome.rows:
         st.dataframe(list(outcome.rows), hide_index=True, key=f"l_{side}_rows")
     if outcome.code:
-        st.code(outcome.code, language="python")
+        st.code(outcome.code, language="python", wrap_lines=True)
 
 
 def render(ws: Workspace) -> None:
@@ -149,12 +174,18 @@ def render(ws: Workspace) -> None:
                 _outcome(results["pitfall"], "pitfall", y_range)
             with right:
                 _outcome(results["fix"], "fix", y_range)
-        cols = st.columns([1, 1, 2]) if "fix" in results else [st.container()]
+        cols = st.columns(4)
         if "fix" in results and cols[0].button("Show the pitfall again", key="l_again",
                                                icon=":material/replay:"):
             results.pop("fix")
             results.pop("pitfall")
             st.rerun()
-        cols[-1 if "fix" not in results else 1].button(
-            "Close the lesson", key="l_close", on_click=open_lesson, args=(None,),
-            icon=":material/close:")
+        keys = [lesson.key for lesson in LESSONS]
+        at = keys.index(lesson.key)
+        cols[1].button("Previous lesson", key="l_prev", icon=":material/arrow_back:",
+                       on_click=open_lesson, args=(keys[max(at - 1, 0)],), disabled=at == 0)
+        cols[2].button("Next lesson", key="l_next", icon=":material/arrow_forward:",
+                       on_click=open_lesson, args=(keys[min(at + 1, len(keys) - 1)],),
+                       disabled=at == len(keys) - 1)
+        cols[3].button("Close the lesson", key="l_close", on_click=open_lesson, args=(None,),
+                       icon=":material/close:")

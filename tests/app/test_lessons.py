@@ -205,3 +205,72 @@ def test_each_lesson_lives_in_the_module_named_by_its_key():
         module = sys.modules[f"explorer.lessons.{key.replace('-', '_')}"]
         assert module.LESSON.title == lesson.title
     assert [lesson.trains_in_explorer for lesson in LESSONS] == [True] * 3 + [False] * 8
+
+
+# ------------------------------------------------------------------ classroom
+def test_closing_a_lesson_puts_back_the_graph_settings_and_link_from_before():
+    at = AppTest.from_file(str(REPO / "streamlit_app.py"), default_timeout=180)
+    at.query_params.update({"mode": "eager", "dropout": "0.3", "graph": "petersen"})
+    at.run()
+    before = at.session_state["workspace"]
+    before_editor = before.editor
+    at.selectbox(key="l_pick").set_value("functional-loop").run()  # sets up karate, functional
+    ws = at.session_state["workspace"]
+    assert (ws.config.mode, str(ws.source)) == ("functional", "preset: karate")
+    assert at.query_params["mode"] == "functional"
+    at.button(key="l_close").click().run()
+    assert not at.exception, at.exception
+    ws = at.session_state["workspace"]
+    assert (ws.config.mode, ws.config.dropout, str(ws.source)) == ("eager", 0.3, "preset: petersen")
+    assert ws.editor is before_editor and ws.notice == ""
+    assert at.query_params["mode"] == "eager" and at.query_params["graph"] == "petersen"
+    assert "lesson" not in at.query_params
+    assert not any("set up the explorer" in t for t in _texts(at.info))
+
+
+def test_previous_and_next_step_through_the_lessons_and_clear_stale_notices():
+    at = AppTest.from_file(str(REPO / "streamlit_app.py"), default_timeout=180)
+    at.query_params["lesson"] = "frozen-params"
+    at.run()
+    assert at.button(key="l_prev").disabled and not at.button(key="l_next").disabled
+    assert any("Lesson 1 set up the explorer" in t for t in _texts(at.info))
+    at.selectbox(key="l_pick").set_value("pool-size").run()  # a lesson that sets nothing up
+    assert at.session_state["lesson"] == "pool-size"
+    assert not any("set up the explorer" in t for t in _texts(at.info))
+    at.button(key="l_next").click().run()
+    assert at.session_state["lesson"] == "norm-batch-size"
+    assert "Lesson 7: " in " ".join(_texts(at.subheader))
+    at.button(key="l_prev").click().run()
+    at.button(key="l_prev").click().run()
+    assert at.session_state["lesson"] == "overhead"
+    at.query_params["lesson"] = "timing"
+    last = AppTest.from_file(str(REPO / "streamlit_app.py"), default_timeout=180)
+    last.query_params["lesson"] = "timing"
+    last.run()
+    assert last.button(key="l_next").disabled and not last.button(key="l_prev").disabled
+
+
+def test_code_blocks_wrap_and_flat_lines_get_a_tick_at_their_value():
+    from explorer import plots
+
+    at = AppTest.from_file(str(REPO / "streamlit_app.py"), default_timeout=180)
+    at.query_params["lesson"] = "pool-size"
+    at.run()
+    assert at.code and all(c.proto.wrap_lines for c in at.code)
+    flat = plots.loss_figure([1, 2, 3], [0.689058] * 3, y_range=(0.58, 0.70))
+    assert 0.689058 in flat.layout.yaxis.tickvals
+    assert "0.689058" in flat.layout.yaxis.ticktext
+    falling = plots.loss_figure([1, 2, 3], [0.7, 0.65, 0.6])
+    assert falling.layout.yaxis.tickvals is None  # plotly's own ticks
+
+
+def test_presenter_view_collapses_the_sidebar_and_enlarges_the_type():
+    at = AppTest.from_file(str(REPO / "streamlit_app.py"), default_timeout=180)
+    at.query_params.update({"present": "1", "lesson": "pool-size"})
+    at.run()
+    assert not at.exception, at.exception
+    assert any("font-size: 20px" in h.proto.body for h in at.get("html"))
+    assert at.query_params["present"] == "1"  # kept in the shareable link
+    plain = AppTest.from_file(str(REPO / "streamlit_app.py"), default_timeout=180).run()
+    assert not any("font-size: 20px" in h.proto.body for h in plain.get("html"))
+    assert links.decode({"present": "1"}).present and not links.decode({}).present
