@@ -12,6 +12,7 @@ here, registered in :data:`STEPPERS`, plus its lesson text.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -35,6 +36,19 @@ def make_eager_step(train_step, model, optimizer):
 # them after every call.
 def make_nnx_jit_step(train_step, model, optimizer):
     jitted_step = nnx.jit(train_step)
+
+    def step(inputs):
+        return jitted_step(model, optimizer, inputs)
+
+    return step
+
+
+# nnx.jit in tree mode (graph=False, Flax 0.12): model and optimizer go in and
+# out as plain pytrees, so each call skips the Python walk over their object
+# graph that default nnx.jit repeats every call; the updates still flow back
+# into them. (Tree mode needs modules without shared references or cycles.)
+def make_nnx_jit_tree_step(train_step, model, optimizer):
+    jitted_step = nnx.jit(train_step, graph=False)
 
     def step(inputs):
         return jitted_step(model, optimizer, inputs)
@@ -166,6 +180,23 @@ class NnxJit(Stepper):
     script_build = "step = make_nnx_jit_step(train_step, model, optimizer)"
 
 
+class NnxJitTree(Stepper):
+    mode = "nnx.jit(graph=False)"
+    summary = ("nnx.jit in tree mode: the modules go in as pytrees, no per-call graph walk; "
+               "updates propagate out.")
+    jit = staticmethod(functools.partial(nnx.jit, graph=False))
+    make = staticmethod(make_nnx_jit_tree_step)
+    script_build = "step = make_nnx_jit_tree_step(train_step, model, optimizer)"
+
+    def lowerable(self, inputs):
+        train_step = self.train_step
+
+        def fresh(*args):
+            return train_step(*args)
+
+        return nnx.jit(fresh, graph=False), (self.model, self.optimizer, inputs)
+
+
 class JaxJit(Stepper):
     mode = "jax.jit"
     summary = ("The same mutating step under plain jax.jit: updates are silently lost "
@@ -237,7 +268,7 @@ class Functional(Stepper):
 
 #: every JIT mode, by name, in the order the UI lists them
 STEPPERS: dict[str, type[Stepper]] = {s.mode: s for s in (
-    Eager, NnxJit, JaxJit, Functional, CachedPartial)}
+    Eager, NnxJit, JaxJit, Functional, CachedPartial, NnxJitTree)}
 
 
 def stepper_for(mode: str) -> type[Stepper]:

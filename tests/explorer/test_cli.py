@@ -61,7 +61,7 @@ def test_compare_one_row_per_mode():
     code, text = run_cli("compare", "--epochs", "3")
     rows = text.strip().splitlines()[1:]
     assert code == 0 and [r.split()[0] for r in rows] == [
-        "eager", "nnx.jit", "jax.jit", "functional", "cached_partial"]
+        "eager", "nnx.jit", "jax.jit", "functional", "cached_partial", "nnx.jit(graph=False)"]
     verdicts = {r.split()[0]: r.split()[-1] for r in rows}
     assert verdicts["jax.jit"] == "frozen"
     assert all(v == "training" for m, v in verdicts.items() if m != "jax.jit")

@@ -84,6 +84,8 @@ CASES = {
     "cached_bn_compact": (RunConfig(mode="cached_partial", features="laplacian", dropout=0.5,
                                     batch_norm=True, bucket_padding=True, epochs=STEPS),
                           None, 8, []),
+    "tree_mode": (RunConfig(mode="nnx.jit(graph=False)", dropout=0.5, epochs=STEPS,
+                            layers=(LayerConfig("gcn", 4),)), None, None, []),
     "graph_task": (RunConfig(graph="triangle", features="degree_one_hot", batch_norm=True,
                              norm="graph", pool="sum", epochs=STEPS), None, None, []),
 }
@@ -182,7 +184,8 @@ def test_each_script_writes_out_only_its_mode(scripts):
     markers = {"nnx.jit": "jitted_step = nnx.jit(train_step)",
                "jax.jit": "jitted_step = jax.jit(train_step)",
                "cached_partial": "nnx.cached_partial(",
-               "functional": "graphdef, state = nnx.split((model, optimizer))"}
+               "functional": "graphdef, state = nnx.split((model, optimizer))",
+               "nnx.jit(graph=False)": "jitted_step = nnx.jit(train_step, graph=False)"}
     for name, (config, _, text, _) in scripts.items():
         config = config or RunConfig(mode="jax.jit")  # the CLI case
         code = "\n".join(ln for ln in text.splitlines() if not ln.lstrip().startswith("#"))
