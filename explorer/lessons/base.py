@@ -47,6 +47,10 @@ class Lesson:
         steps: training steps of a side that trains.
         trains_in_explorer: the sides are observed on the explorer's own run
             (trained in the app's panels, so the main charts show them too).
+        measure: ``(lesson) -> measurement`` for a lesson whose two sides show
+            the same quantities (timings): measured once, in interleaved
+            rounds, and handed to ``pitfall`` and ``fix`` as a third argument,
+            so that a number shown in both columns is the same number.
         key, number: filled in by :mod:`explorer.lessons` from its ``ORDER``.
     """
 
@@ -60,14 +64,22 @@ class Lesson:
     fix_setup: RunConfig | None = None
     steps: int = LESSON_STEPS
     trains_in_explorer: bool = False
+    measure: Callable[[Lesson], object] | None = None
     key: str = ""
     number: int = 0
 
-    def outcome(self, side: str, run: Run | None = None) -> Outcome:
-        """Run the ``"pitfall"`` or the ``"fix"`` (or observe ``run``)."""
+    def outcome(self, side: str, run: Run | None = None, memo: dict | None = None) -> Outcome:
+        """Run the ``"pitfall"`` or the ``"fix"`` (or observe ``run``). ``memo``
+        (a dict kept while the lesson is open) holds the lesson's measurement,
+        so that both sides read the same one."""
         if side not in ("pitfall", "fix"):
             raise ValueError(f"side must be 'pitfall' or 'fix'; got {side!r}")
-        return getattr(self, side)(self, run)
+        if self.measure is None:
+            return getattr(self, side)(self, run)
+        memo = {} if memo is None else memo
+        if "measured" not in memo:
+            memo["measured"] = self.measure(self)
+        return getattr(self, side)(self, run, memo["measured"])
 
     def setup_of(self, side: str) -> RunConfig | None:
         """The explorer setup the ``side`` trains on."""

@@ -3,6 +3,9 @@ batch of graphs, a large random graph, and how a trained run is reported."""
 
 from __future__ import annotations
 
+import dataclasses
+import math
+
 import jax.numpy as jnp
 import numpy as np
 
@@ -110,3 +113,39 @@ def large_graph(num_nodes: int, degree: int = LARGE_DEGREE, *, features: int = 1
     return Graph.from_arrays(edges, rng.standard_normal((num_nodes, features)), y=y,
                              train_mask=train, val_mask=np.zeros(num_nodes, bool),
                              test_mask=~train)
+
+
+#: timed rounds of the lessons that time something; each round times every
+#: contestant once, in turn, so that a slow patch of a noisy machine hits all
+ROUNDS = 5
+
+
+@dataclasses.dataclass(frozen=True)
+class Timing:
+    """A time measured in several rounds: the median and the spread (the
+    fastest and the slowest round), in milliseconds."""
+
+    median: float
+    low: float
+    high: float
+
+    @classmethod
+    def of(cls, rounds_ms) -> Timing:
+        values = [float(v) for v in rounds_ms]
+        return cls(float(np.median(values)), min(values), max(values))
+
+    def __str__(self) -> str:
+        digits = 2 if self.median >= 1 else 3
+        return f"{self.median:.{digits}f} ms [{self.low:.{digits}f}–{self.high:.{digits}f}]"
+
+    def faster_than(self, other: Timing) -> bool:
+        """Faster beyond the noise: even its slowest round beats the other's fastest."""
+        return self.high < other.low
+
+    def overlaps(self, other: Timing) -> bool:
+        return not (self.faster_than(other) or other.faster_than(self))
+
+    def times(self, other: Timing) -> str:
+        """``2.4×`` (this one's median over the other's)."""
+        ratio = self.median / other.median if other.median else math.inf
+        return f"{ratio:.1f}×" if ratio >= 1.95 else f"{ratio:.2f}×"

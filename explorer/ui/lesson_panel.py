@@ -40,6 +40,7 @@ def open_lesson(key: str | None) -> None:
             _restore(ws)
     _S.lesson = key or None
     _S.lesson_results = {}
+    _S.lesson_memo = {}  # a new lesson measures afresh
 
 
 def _restore(ws: Workspace) -> None:
@@ -89,7 +90,7 @@ def run_side(ws: Workspace, lesson: Lesson, side: str) -> Outcome:
             for _ in range(lesson.steps):
                 ws.step()
             return lesson.outcome(side, ws.run)
-    return lesson.outcome(side)
+    return lesson.outcome(side, memo=_S.setdefault("lesson_memo", {}))
 
 
 def _attempt(ws: Workspace, lesson: Lesson, side: str) -> Outcome:
@@ -152,6 +153,7 @@ def render(ws: Workspace) -> None:
     if results.get("key") != lesson.key:
         results.clear()
         results["key"] = lesson.key
+        _S.lesson_memo = {}  # e.g. a lesson opened from the link
     if "pitfall" not in results:
         with st.spinner(f"Lesson {lesson.number}: setting up, running and measuring…"):
             results["pitfall"] = _attempt(ws, lesson, "pitfall")
@@ -179,6 +181,7 @@ def render(ws: Workspace) -> None:
                                                icon=":material/replay:"):
             results.pop("fix")
             results.pop("pitfall")
+            _S.lesson_memo = {}  # measured again
             st.rerun()
         keys = [lesson.key for lesson in LESSONS]
         at = keys.index(lesson.key)

@@ -63,9 +63,13 @@ def _check_measurements(key, pitfall, fix, ws):
         assert pitfall.losses == fix.losses and pitfall.losses[-1] < pitfall.losses[0]
     elif key == "overhead":
         times = {(r["graph"].split()[0], r["mode"]): r["median step ms"] for r in fix.rows}
-        assert len(times) == 6
+        assert len(times) == 8  # four modes on two graphs
         # The tiny graph is where the per-call Python walk shows.
         assert times["karate", "nnx.jit"] > times["karate", "functional"]
+        # one measurement: the pitfall's nnx.jit rows are the fix's
+        shown = {(r["graph"].split()[0], r["mode"]): r["median step ms"] for r in pitfall.rows}
+        assert shown == {k: v for k, v in times.items() if k[1] == "nnx.jit"}
+        assert all("–" in r["fastest–slowest round"] for r in fix.rows)
     elif key in ("pool-size", "norm-batch-size"):
         assert ("size=" if key == "pool-size" else "num_graphs=") in pitfall.summary
         assert len(fix.rows) == 4
@@ -87,6 +91,9 @@ def _check_measurements(key, pitfall, fix, ws):
     elif key == "timing":
         naive, synced = (r["ms per step"] for r in fix.rows)
         assert 0 < naive < synced
+        assert pitfall.rows[0] == fix.rows[0]  # the naive clock, measured once
+        said = re.search(r"[\d.]+ ms \[[\d.]+–[\d.]+\]", pitfall.summary).group()
+        assert said in fix.summary  # the same number, with its spread, on both sides
 
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=[lesson.key for lesson in LESSONS])
@@ -274,3 +281,14 @@ def test_presenter_view_collapses_the_sidebar_and_enlarges_the_type():
     plain = AppTest.from_file(str(REPO / "streamlit_app.py"), default_timeout=180).run()
     assert not any("font-size: 20px" in h.proto.body for h in plain.get("html"))
     assert links.decode({"present": "1"}).present and not links.decode({}).present
+
+
+def test_timings_show_their_spread_and_compare_only_beyond_it():
+    from explorer.lessons.common import Timing
+
+    slow, fast = Timing.of([2.4, 2.2, 2.9, 2.3, 2.5]), Timing.of([0.4, 0.5, 0.38, 0.6, 0.41])
+    assert str(slow) == "2.40 ms [2.20–2.90]" and str(fast) == "0.410 ms [0.380–0.600]"
+    assert fast.faster_than(slow) and not slow.faster_than(fast) and not fast.overlaps(slow)
+    close = Timing.of([2.35, 2.8, 2.1])
+    assert close.overlaps(slow) and not close.faster_than(slow)
+    assert slow.times(fast) == "5.9×" and Timing.of([1.1]).times(Timing.of([1.0])) == "1.10×"
