@@ -27,7 +27,8 @@ __all__ = ["LESSONS", "ORDER", "Lesson", "Outcome", "find", "key_of"]
 #: ``key`` lives in the module ``explorer.lessons.<key with _ for ->``
 ORDER = ("frozen-params", "frozen-dropout", "frozen-batchnorm", "functional-loop",
          "overhead", "pool-size", "norm-batch-size", "dynamic-shapes", "gcn-cached",
-         "retracing", "timing")
+         "retracing", "timing", "trace-side-effects", "python-if", "module-inside-jit",
+         "closure-capture", "loop-of-tiny-jits", "timing-first-call")
 
 
 def key_of(text: str) -> str | None:

@@ -27,6 +27,12 @@ VERDICTS = {
     "gcn-cached": ("2 ERRORS", "COMPILES"),
     "retracing": ("6 TRACES", "1 TRACE"),
     "timing": (re.compile(r"[\d.]+ ms\?"), re.compile(r"[\d.]+ ms")),
+    "trace-side-effects": ("RAN 1 OF 5 CALLS", "RAN 5 OF 5 CALLS"),
+    "python-if": ("TracerBoolConversionError", "COMPILES"),
+    "module-inside-jit": ("NOTHING LEARNED", "TRAINING"),
+    "closure-capture": ("ValueError", "TRAINING"),
+    "loop-of-tiny-jits": (re.compile(r"[\d.]+ ms / step"), "FEWER DISPATCHES"),
+    "timing-first-call": (re.compile(r"[\d.]+ ms\?"), re.compile(r"[\d.]+ ms")),
 }
 
 
@@ -88,6 +94,24 @@ def _check_measurements(key, pitfall, fix, ws):
         assert [r["traced"] for r in pitfall.rows] == ["yes"] * 6
         assert [r["traced"] for r in fix.rows] == ["yes"] + ["no"] * 5
         assert [r["edges"] for r in fix.rows] == [156, 158, 160, 162, 164, 166]
+    elif key == "trace-side-effects":
+        assert [r["entries in the list"] for r in pitfall.rows] == [1] * 5
+        assert [r["entries in the list"] for r in fix.rows] == [1, 2, 3, 4, 5]
+    elif key == "python-if":
+        assert "TracerBoolConversionError" in pitfall.summary and len(fix.rows) == 2
+        assert all(r["eager"] == r["jnp.where"] == r["lax.cond"] for r in fix.rows)
+    elif key in ("module-inside-jit", "closure-capture"):
+        assert len(set(pitfall.losses)) == 1 and fix.losses[-1] < fix.losses[0]
+        if key == "closure-capture":
+            assert "Cannot extract graph node from different trace level" in pitfall.summary
+    elif key == "loop-of-tiny-jits":
+        tiny, one, scan = (r["ms per step"] for r in fix.rows)
+        assert tiny > one > 0 and scan > 0
+        assert pitfall.rows[0] == fix.rows[0]  # one measurement, shown on both sides
+        assert len({r["loss after 64 steps"] for r in fix.rows}) == 1
+    elif key == "timing-first-call":
+        first, *rest = (r["ms"] for r in fix.rows)
+        assert first > 10 * max(rest) and pitfall.rows == fix.rows
     elif key == "timing":
         naive, synced = (r["ms per step"] for r in fix.rows)
         assert 0 < naive < synced
@@ -150,9 +174,9 @@ def test_lesson_links_round_trip_and_unknown_lessons_are_refused_with_a_notice()
         assert links.decode({"lesson": str(lesson.number)}).lesson == lesson.key
     bad = links.decode({"lesson": "nope<script>"})
     assert bad.lesson is None and "unknown lesson" in bad.notices[0]
-    assert lessons.find("11") is lessons.find("timing") is LESSONS[-1]
-    assert [lesson.number for lesson in LESSONS] == list(range(1, 12))
-    assert len({lesson.key for lesson in LESSONS}) == 11
+    assert lessons.find("11") is lessons.find("timing") is LESSONS[10]
+    assert [lesson.number for lesson in LESSONS] == list(range(1, 18))
+    assert len({lesson.key for lesson in LESSONS}) == 17
 
 
 def test_lessons_explain_in_two_to_four_sentences():
@@ -197,7 +221,7 @@ def test_lesson_keys_are_read_without_importing_jax():
 
     code = ("import sys\nfrom explorer.lessons import ORDER, key_of\n"
             "assert key_of('1') == 'frozen-params' and key_of(' Timing ') == 'timing'\n"
-            "assert key_of('12') is None and key_of('nope') is None and len(ORDER) == 11\n"
+            "assert key_of('18') is None and key_of('nope') is None and len(ORDER) == 17\n"
             "assert 'jax' not in sys.modules, sorted(m for m in sys.modules if 'jax' in m)\n")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
                          text=True, timeout=60)
@@ -211,7 +235,7 @@ def test_each_lesson_lives_in_the_module_named_by_its_key():
         assert (lesson.key, lesson.number) == (key, number)
         module = sys.modules[f"explorer.lessons.{key.replace('-', '_')}"]
         assert module.LESSON.title == lesson.title
-    assert [lesson.trains_in_explorer for lesson in LESSONS] == [True] * 3 + [False] * 8
+    assert [lesson.trains_in_explorer for lesson in LESSONS] == [True] * 3 + [False] * 14
 
 
 # ------------------------------------------------------------------ classroom
@@ -250,9 +274,8 @@ def test_previous_and_next_step_through_the_lessons_and_clear_stale_notices():
     at.button(key="l_prev").click().run()
     at.button(key="l_prev").click().run()
     assert at.session_state["lesson"] == "overhead"
-    at.query_params["lesson"] = "timing"
     last = AppTest.from_file(str(REPO / "streamlit_app.py"), default_timeout=180)
-    last.query_params["lesson"] = "timing"
+    last.query_params["lesson"] = "timing-first-call"
     last.run()
     assert last.button(key="l_next").disabled and not last.button(key="l_prev").disabled
 
