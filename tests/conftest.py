@@ -11,7 +11,24 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # JAX_DISABLE_MOST_OPTIMIZATIONS=0 to test the optimised path.
 os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
 
+# JAX's persistent compilation cache, as the app uses it, in a directory of this
+# test session's own (never the user's ~/.cache): the first compile of a program
+# is cold, as on a new machine; the same program compiled again by a later test
+# (or by the app server a browser test starts) is read back.
+if "EXPLORER_COMPILATION_CACHE" not in os.environ:
+    import atexit
+    import shutil
+    import tempfile
+
+    _cache = tempfile.mkdtemp(prefix="explorer-test-jax-cache-")
+    atexit.register(shutil.rmtree, _cache, ignore_errors=True)
+    os.environ["EXPLORER_COMPILATION_CACHE"] = _cache
+
 import pytest  # noqa: E402
+
+from explorer import compile_cache  # noqa: E402
+
+compile_cache.enable()
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATASETS = REPO.parent / "shared" / "datasets"

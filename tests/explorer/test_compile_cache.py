@@ -1,0 +1,81 @@
+"""The app's persistent compilation cache (explorer/compile_cache.py): off by
+the environment, a fresh process reads back what an earlier one compiled, and
+the app's script turns it on."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from explorer import compile_cache
+
+REPO = Path(__file__).resolve().parents[2]
+
+# A fresh process: turn the cache on, train two steps of the karate GCN (the
+# explorer's own Run), and say how many compiles the cache answered.
+CHILD = """
+import json, sys
+from explorer import compile_cache
+path = compile_cache.enable()
+from explorer.config import RunConfig
+from explorer.engine import Run
+before = compile_cache.hits()
+run = Run(RunConfig(mode=sys.argv[1]))
+run.train(2)
+print(json.dumps({"dir": str(path) if path else None, "hits": compile_cache.hits() - before,
+                  "loss": run.history[-1].loss}))
+"""
+
+
+def _child(env: dict, mode: str = "nnx.jit") -> dict:
+    out = subprocess.run([sys.executable, "-c", CHILD, mode], cwd=REPO, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _env(**extra) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != compile_cache.ENV}
+    env.update(JAX_PLATFORMS="cpu", **extra)
+    return env
+
+
+def test_the_directory_comes_from_the_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv(compile_cache.ENV, str(tmp_path / "c"))
+    assert compile_cache.cache_dir() == tmp_path / "c"
+    for off in ("off", "OFF", "0", "false"):
+        monkeypatch.setenv(compile_cache.ENV, off)
+        assert compile_cache.cache_dir() is None
+    monkeypatch.delenv(compile_cache.ENV)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert compile_cache.cache_dir() == tmp_path / "xdg" / "gnn-jit-explorer" / "jax"
+
+
+def test_a_second_process_reads_the_compiled_step_back(tmp_path):
+    env = _env(**{compile_cache.ENV: str(tmp_path / "cache")})
+    cold = _child(env)
+    assert cold["dir"] == str(tmp_path / "cache")
+    assert cold["hits"] == 0  # an empty cache: XLA compiled everything
+    assert any((tmp_path / "cache").iterdir()), "nothing was written to the cache"
+    warm = _child(env)
+    assert warm["hits"] >= 2  # the training step and the evaluation, read back
+    assert warm["loss"] == cold["loss"]  # the same program: the same numbers
+
+
+def test_off_means_every_compile_is_cold(tmp_path):
+    got = _child(_env(**{compile_cache.ENV: "off"}))
+    assert got["dir"] is None and got["hits"] == 0
+
+
+def test_the_app_script_turns_it_on(tmp_path):
+    # what `streamlit run streamlit_app.py` runs first, in a fresh process
+    code = ("import explorer.ui.app as app\napp.main = lambda: None\n"
+            "from explorer.ui import script\nscript.start()\n"
+            "from explorer import compile_cache\nimport jax\n"
+            "print(compile_cache.enabled(), jax.config.jax_compilation_cache_dir)")
+    env = _env(**{compile_cache.ENV: str(tmp_path / "app-cache")})
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split() == [str(tmp_path / "app-cache")] * 2
