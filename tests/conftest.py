@@ -24,6 +24,10 @@ if "EXPLORER_COMPILATION_CACHE" not in os.environ:
     atexit.register(shutil.rmtree, _cache, ignore_errors=True)
     os.environ["EXPLORER_COMPILATION_CACHE"] = _cache
 
+# No background rehearsals of the next lesson (explorer/lessons/rehearsal.py):
+# they would compile beside every lesson test; tests that want them say so.
+os.environ.setdefault("EXPLORER_REHEARSE", "0")
+
 import pytest  # noqa: E402
 
 from explorer import compile_cache  # noqa: E402

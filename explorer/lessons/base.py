@@ -81,6 +81,27 @@ class Lesson:
             memo["measured"] = self.measure(self)
         return getattr(self, side)(self, run, memo["measured"])
 
+    def rehearse(self, sides: tuple[str, ...] = ("pitfall", "fix")) -> None:
+        """Run ``sides`` headless and throw the results away: the programs they
+        compile (the explorer's run of each setup and its evaluation, what the
+        side itself builds) land in the persistent compilation cache, so the
+        real run reads them back instead of compiling (see
+        ``explorer.compile_cache``; pointless without it). Its own models, no
+        session state."""
+        from explorer.engine import Run
+
+        memo: dict = {}
+        for side in sides:
+            config, run = self.setup_of(side), None
+            if config is not None:
+                run = Run(config)
+                run.warm_up().join()  # the explorer compiles its metrics for the setup
+                if self.trains_in_explorer:
+                    run.train(self.steps)
+                else:
+                    run = None
+            self.outcome(side, run, memo)
+
     def setup_of(self, side: str) -> RunConfig | None:
         """The explorer setup the ``side`` trains on."""
         return self.setup if side == "pitfall" else self.fix_setup

@@ -7,6 +7,7 @@ import time
 import jax
 import numpy as np
 
+from explorer import compile_cache
 from explorer.config import RunConfig
 from explorer.engine import Run
 from explorer.lessons.base import Lesson, Outcome
@@ -60,11 +61,16 @@ def _retrace(lesson: Lesson, config: RunConfig, label: str, edits: int = EDITS) 
                      "why": (cause or "first call") if traced else "-",
                      "ms": round(1e3 * wall, 2)})
 
+    hits = compile_cache.hits()
     step(base.num_edges)
     for i in range(1, edits + 1):
         g = _with_edges(base, i)
         run.set_graph(g)
         step(g.num_edges)
+    # the app's compilation cache may hold these programs (from an earlier run): a
+    # traced step then reads its program back instead of compiling it; say which
+    compiled = ("traced and read its compiled program back from the compilation cache"
+                if compile_cache.hits() > hits else "traced and compiled again")
     traced = [r for r in rows if r["traced"] == "yes"]
     hits = [r["ms"] for r in rows if r["traced"] == "no"]
     compile_ms = float(np.mean([r["ms"] for r in traced]))
@@ -74,8 +80,8 @@ def _retrace(lesson: Lesson, config: RunConfig, label: str, edits: int = EDITS) 
                   f"{rows[-1]['edges']} real edges), so the compiled step is reused "
                   f"({np.median(hits):.2f} ms per cached step vs {compile_ms:.0f} ms for the "
                   "traced one)." if padded else
-                  f": every added edge changed the edge count, so every step traced and "
-                  f"compiled again ({compile_ms:.0f} ms each on average)."))
+                  f": every added edge changed the edge count, so every step {compiled} "
+                  f"({compile_ms:.0f} ms each on average)."))
     verdict = f"{run.trace_count} TRACE" + ("S" if run.trace_count > 1 else "")
     return Outcome(label, verdict, run.trace_count == 1, summary,
                    rows=tuple(rows), losses=tuple(losses),

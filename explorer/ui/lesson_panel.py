@@ -9,12 +9,13 @@ this session's state only.
 from __future__ import annotations
 
 import logging
+import threading
 
 import streamlit as st
 
 from explorer import plots
 from explorer.config import RunConfig
-from explorer.lessons import LESSONS, Lesson, Outcome, find
+from explorer.lessons import LESSONS, Lesson, Outcome, find, rehearsal
 from explorer.sources import GraphSource
 from explorer.workspace import Workspace
 
@@ -93,9 +94,32 @@ def run_side(ws: Workspace, lesson: Lesson, side: str) -> Outcome:
     return lesson.outcome(side, memo=_S.setdefault("lesson_memo", {}))
 
 
+@st.cache_resource
+def _rehearsed() -> tuple[set, threading.Lock]:
+    """The lesson sides rehearsed by this server process (by any session): keys
+    only, no session data."""
+    return set(), threading.Lock()
+
+
+def _rehearse_ahead(lesson: Lesson, shown) -> None:
+    """While this lesson is read, rehearse what comes next in the background
+    (:mod:`explorer.lessons.rehearsal`), once per lesson and sides shown."""
+    if not rehearsal.wanted():
+        return
+    mark = (lesson.key, tuple(sorted(shown)))
+    if _S.get("l_rehearsal_mark") == mark:
+        return
+    _S.l_rehearsal_mark = mark
+    _S.l_rehearsal = rehearsal.Rehearsal(rehearsal.plan(LESSONS, lesson.key, shown),
+                                          *_rehearsed())
+
+
 def _attempt(ws: Workspace, lesson: Lesson, side: str) -> Outcome:
     """:func:`run_side`, with an unexpected failure kept as an outcome (shown,
     not retried on every rerun)."""
+    ahead = _S.get("l_rehearsal")
+    if ahead is not None:  # never alongside its own rehearsal
+        ahead.wait_for(lesson, side)
     try:
         return run_side(ws, lesson, side)
     except Exception as err:  # st.rerun/st.stop are BaseExceptions and pass through
@@ -192,3 +216,4 @@ def render(ws: Workspace) -> None:
                        disabled=at == len(keys) - 1)
         cols[3].button("Close the lesson", key="l_close", on_click=open_lesson, args=(None,),
                        icon=":material/close:")
+    _rehearse_ahead(lesson, [side for side in ("pitfall", "fix") if side in results])

@@ -20,7 +20,7 @@ VERDICTS = {
     "frozen-dropout": ("SAME MASK", "NEW MASK EACH STEP"),
     "frozen-batchnorm": ("STATS FROZEN", "STATS UPDATED"),
     "functional-loop": ("STALE OBJECTS", "UP TO DATE"),
-    "overhead": ("PYTHON OVERHEAD", "OVERHEAD SKIPPED"),
+    "overhead": ("PYTHON OVERHEAD", re.compile("OVERHEAD SKIPPED|NO CLEAR DIFFERENCE")),
     "pool-size": ("ValueError", "COMPILES"),
     "norm-batch-size": ("ValueError", "COMPILES"),
     "dynamic-shapes": ("2 ERRORS", "COMPILES"),
@@ -31,9 +31,13 @@ VERDICTS = {
     "python-if": ("TracerBoolConversionError", "COMPILES"),
     "module-inside-jit": ("NOTHING LEARNED", "TRAINING"),
     "closure-capture": ("ValueError", "TRAINING"),
-    "loop-of-tiny-jits": (re.compile(r"[\d.]+ ms / step"), "FEWER DISPATCHES"),
+    "loop-of-tiny-jits": (re.compile(r"[\d.]+ ms / step"),
+                          re.compile("FEWER DISPATCHES|NO CLEAR DIFFERENCE")),
     "timing-first-call": (re.compile(r"[\d.]+ ms\?"), re.compile(r"[\d.]+ ms")),
 }
+# Fixes judged by timings in rounds: on a loaded machine the rounds can overlap, and
+# then the lesson says so (a red banner) instead of claiming the win
+TIMED_VERDICT = "NO CLEAR DIFFERENCE"
 
 
 @pytest.fixture(autouse=True)
@@ -141,8 +145,9 @@ def test_each_lesson_shows_its_symptom_then_the_fix_side_by_side(lesson):
     assert not at.exception, at.exception
     assert not any("panel hit an error" in t for t in _texts(at.error))
     fix = at.session_state["lesson_results"]["fix"]
-    assert fix.good and fix.summary in _texts(at.markdown)
-    assert _banner(_texts(at.success), fix_verdict, fix.label), _texts(at.success)
+    assert fix.good == (fix.verdict != TIMED_VERDICT) and fix.summary in _texts(at.markdown)
+    banners = at.success if fix.good else at.error
+    assert _banner(_texts(banners), fix_verdict, fix.label), _texts(banners)
     assert _banner(_texts(at.error), pitfall_verdict, pitfall.label)  # still beside it
     assert at.query_params["lesson"] == lesson.key
     _check_measurements(lesson.key, pitfall, fix, at.session_state["workspace"])

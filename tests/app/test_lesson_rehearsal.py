@@ -1,0 +1,106 @@
+"""Rehearsing the next lesson in the background (explorer/lessons/rehearsal.py):
+what is planned, that each side is rehearsed once per process, that a real
+run waits for its own rehearsal, and that the lesson then compiles nothing new."""
+
+import threading
+import time
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+from explorer import compile_cache
+from explorer.lessons import LESSONS, rehearsal
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _keys(jobs):
+    return [(lesson.key, sides) for lesson, sides in jobs]
+
+
+def test_the_plan_is_this_lessons_fix_then_the_next_lesson():
+    assert _keys(rehearsal.plan(LESSONS, "frozen-params", ["pitfall"])) == [
+        ("frozen-params", ("fix",)), ("frozen-dropout", ("pitfall", "fix"))]
+    assert _keys(rehearsal.plan(LESSONS, "frozen-params", ["pitfall", "fix"])) == [
+        ("frozen-dropout", ("pitfall", "fix"))]
+    # a timing lesson's fix reads the pitfall's one measurement: nothing to rehearse
+    assert _keys(rehearsal.plan(LESSONS, "overhead", ["pitfall"])) == [
+        ("pool-size", ("pitfall", "fix"))]
+    last = LESSONS[-1].key
+    assert rehearsal.plan(LESSONS, last, ["pitfall", "fix"]) == []
+
+
+class _Slow:
+    """A stand-in lesson whose rehearsal takes a while and is counted."""
+
+    def __init__(self, key, measure=None, seconds=0.3):
+        self.key, self.measure, self.seconds, self.calls = key, measure, seconds, []
+
+    def rehearse(self, sides):
+        time.sleep(self.seconds)
+        self.calls.append(sides)
+
+
+def test_each_side_is_rehearsed_once_per_process_and_waited_for():
+    done, lock = set(), threading.Lock()
+    a, b = _Slow("a"), _Slow("b")
+    first = rehearsal.Rehearsal([(a, ("fix",)), (b, ("pitfall", "fix"))], done, lock)
+    start = time.perf_counter()
+    first.wait_for(b, "pitfall")  # waits for a's rehearsal, then b's
+    assert time.perf_counter() - start >= 0.5
+    assert a.calls == [("fix",)] and b.calls == [("pitfall", "fix")]
+    again = rehearsal.Rehearsal([(a, ("fix", "pitfall")), (b, ("fix",))], done, lock)
+    again.thread.join(5)
+    assert a.calls == [("fix",), ("pitfall",)] and b.calls == [("pitfall", "fix")]
+    nothing = rehearsal.Rehearsal([(b, ("pitfall",))], done, lock)
+    assert nothing.thread is None and not nothing.running
+    nothing.wait_for(b, "pitfall")  # returns at once
+
+
+def test_a_timing_lesson_waits_for_the_whole_rehearsal():
+    done, lock = set(), threading.Lock()
+    other, timed = _Slow("other", seconds=0.5), _Slow("timed", measure=object())
+    r = rehearsal.Rehearsal([(other, ("fix",))], done, lock)
+    r.wait_for(timed, "pitfall")  # not planned, but it times: nothing may run beside it
+    assert not r.running and other.calls == [("fix",)]
+
+
+def test_a_rehearsal_never_fails_the_app():
+    class Broken(_Slow):
+        def rehearse(self, sides):
+            raise RuntimeError("boom")
+
+    r = rehearsal.Rehearsal([(Broken("x"), ("fix",))], set(), threading.Lock())
+    r.thread.join(5)
+    r.wait_for(Broken("x"), "fix")  # its event is set even so
+
+
+def _cache_files() -> set[str]:
+    return {p.name for p in compile_cache.enabled().iterdir()}
+
+
+def test_the_next_lesson_opens_with_its_programs_already_compiled(monkeypatch):
+    monkeypatch.setenv(rehearsal.ENV, "1")
+    assert rehearsal.wanted()  # the suite turns the compilation cache on (conftest)
+    at = AppTest.from_file(str(REPO / "streamlit_app.py"), default_timeout=300)
+    # the last two lessons: opening the last rehearses nothing more, so every file
+    # the cache gains after the rehearsal would be the real run's own compile
+    at.query_params["lesson"] = "loop-of-tiny-jits"
+    at.run()
+    assert not at.exception, at.exception
+    ahead = at.session_state["l_rehearsal"]
+    ahead.thread.join(300)
+    assert set(ahead.events) == {("timing-first-call", "pitfall"),
+                                 ("timing-first-call", "fix")}
+    at.session_state["workspace"].run.warm_up().join()  # the page's own metrics compile
+    before = _cache_files()
+    at.button(key="l_next").click().run()
+    at.button(key="l_fix").click().run()
+    assert not at.exception, at.exception
+    results = at.session_state["lesson_results"]
+    assert results["key"] == "timing-first-call" and results["fix"].good
+    assert _cache_files() == before, "a rehearsed lesson still compiled something new"
+    # and it says so: its first call read the program back rather than compiling it
+    assert "compiled program back from the compilation cache" in results["pitfall"].summary
+    assert results["pitfall"].rows[0]["note"] == "trace + cache read + run"
+    assert at.session_state["l_rehearsal"].thread is None  # nothing left to rehearse
