@@ -15,14 +15,19 @@ port, and one Chromium page goes through the lessons in order:
 
 Every click is a ``page.mouse.click`` at the button's centre; every wait is
 polled in the page every 20 ms and bounded by a timeout (then the value is
-reported as missing). Each ``--rounds`` round is a fresh server, so round 2
-shows a second cold start, not a warm one. Nothing is downloaded: Chromium is
+reported as missing). Each ``--rounds`` round is a fresh server. The app's
+compilation cache (``explorer/compile_cache.py``) starts empty in a directory
+of this run's own (a new install); later rounds keep it (a restarted server),
+unless ``--cache cold`` empties it before every round or ``--cache off`` turns
+it off (every compile cold, no rehearsals). ``--read S`` waits S seconds on
+each lesson before its fix and before *Next* (a class reading it; default 0:
+click as soon as the answer is drawn). Nothing is downloaded: Chromium is
 ``/usr/bin/chromium`` (``$EXPLORER_CHROMIUM``).
 
 Usage (from the repository root)::
 
-    python -m benchmarks.bench_lessons [--rounds N] [--only k1,k2] [--json PATH]
-                                       [--shots DIR]
+    python -m benchmarks.bench_lessons [--rounds N] [--only k1,k2] [--cache keep|cold|off]
+                                       [--read S] [--json PATH] [--shots DIR]
 """
 
 from __future__ import annotations
@@ -30,7 +35,10 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
+import shutil
 import statistics
+import tempfile
 import time
 from pathlib import Path
 
@@ -64,6 +72,10 @@ OPENED_JS = """(n) => { const card = document.querySelector('.st-key-l_card');
 FIXED_JS = """() => { if (!document.querySelector('.st-key-l_again button')) return false;
     if (document.querySelector('[data-testid="stSpinner"]')) return false;
     return (""" + IDLE_JS + """)(); }"""
+# the button under (x, y) is the one of ``selector``, enabled
+HIT_JS = """([sel, x, y]) => { const b = document.querySelector(sel);
+    const at = document.elementFromPoint(x, y);
+    return !!b && !b.disabled && !!at && b.contains(at); }"""
 VERDICTS_JS = """() => [...document.querySelectorAll('.st-key-l_card [data-testid="stAlert"]')]
     .map(e => { const m = e.querySelector('[data-testid="stMarkdownContainer"]');
                 return (m ? m.innerText : e.innerText).split('\\n')[0].trim().slice(0, 60); })"""
@@ -72,9 +84,9 @@ VERDICTS_JS = """() => [...document.querySelectorAll('.st-key-l_card [data-testi
 class Walk:
     """One page through the lessons ``keys`` on one server."""
 
-    def __init__(self, page, shots: Path | None, number: int):
+    def __init__(self, page, shots: Path | None, number: int, read_s: float):
         from playwright.sync_api import TimeoutError as PlaywrightTimeout
-        self.page, self.shots, self.number = page, shots, number
+        self.page, self.shots, self.number, self.read_s = page, shots, number, read_s
         self.timeout_error = PlaywrightTimeout
 
     def wait(self, js: str, arg=None, timeout_ms: int = ANSWER_MS) -> bool:
@@ -85,18 +97,26 @@ class Walk:
             return False
 
     def click(self, selector: str) -> bool:
-        """A mouse click at the centre of ``selector`` (scrolled into view
-        first, outside the timed part)."""
+        """A mouse click at the centre of ``selector``, once the button is in
+        view, enabled and the topmost element there (scrolling and layout
+        settle outside the timed part)."""
         locator = self.page.locator(selector)
-        try:
-            locator.scroll_into_view_if_needed(timeout=ANSWER_MS)
-            box = locator.bounding_box(timeout=ANSWER_MS)
-        except self.timeout_error:
-            return False
-        if box is None:
-            return False
-        self.page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
-        return True
+        for _ in range(50):
+            try:
+                # to the middle of the window: at its top edge, Streamlit's fixed
+                # header bar covers it
+                locator.evaluate("(e) => e.scrollIntoView({block: 'center'})",
+                                 timeout=ANSWER_MS)
+                box = locator.bounding_box(timeout=ANSWER_MS)
+            except self.timeout_error:
+                return False
+            if box is not None:
+                x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+                if self.page.evaluate(HIT_JS, [selector, x, y]):
+                    self.page.mouse.click(x, y)
+                    return True
+            time.sleep(0.1)
+        return False
 
     def shoot(self, name: str) -> None:
         if self.shots is None:
@@ -127,6 +147,7 @@ class Walk:
             return row
         row["open_s"] = time.perf_counter() - start
         row["pitfall"] = (self.page.evaluate(VERDICTS_JS) or ["?"])[0]
+        time.sleep(self.read_s)
         if not self.click(".st-key-l_fix button"):
             row["problem"] = "no Apply the fix button"
             return row
@@ -139,15 +160,16 @@ class Walk:
         verdicts = self.page.evaluate(VERDICTS_JS)
         row["fix"] = verdicts[-1] if verdicts else "?"
         self.shoot(f"{number:02d}_{key}")
+        time.sleep(self.read_s)
         return row
 
 
 def run_round(browser, base_url: str, keys: list[str], number: int,
-              shots: Path | None) -> list[dict]:
+              shots: Path | None, read_s: float) -> list[dict]:
     context = browser.new_context(viewport={"width": WIDTH, "height": HEIGHT})
     try:
         page = context.new_page()
-        walk = Walk(page, shots, number)
+        walk = Walk(page, shots, number, read_s)
         rows = []
         for i, key in enumerate(keys):
             lesson_no = ORDER.index(key) + 1
@@ -181,6 +203,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1,
                         help="fresh servers, one after the other (default 1)")
     parser.add_argument("--only", default="", help="comma-separated lesson keys, in order")
+    parser.add_argument("--cache", choices=("keep", "cold", "off"), default="keep",
+                        help="the compilation cache: empty at the start and kept across "
+                             "rounds (keep), emptied before every round (cold), or off")
+    parser.add_argument("--read", type=float, default=0.0,
+                        help="seconds spent reading each lesson before its fix and before "
+                             "Next (default 0)")
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
     parser.add_argument("--shots", type=Path, default=None, help="save a screenshot per lesson")
     args = parser.parse_args()
@@ -198,7 +226,15 @@ def main() -> None:
     wall = time.perf_counter()
     rounds: list[list[dict]] = []
     tracebacks: list[str] = []
+    cache = Path(tempfile.mkdtemp(prefix="bench-lessons-jax-cache-"))
+    os.environ["EXPLORER_COMPILATION_CACHE"] = "off" if args.cache == "off" else str(cache)
+    os.environ.pop("EXPLORER_REHEARSE", None)  # the app's default
+    print(f"compilation cache: {args.cache} ({os.environ['EXPLORER_COMPILATION_CACHE']}); "
+          f"reading time per lesson {args.read:g} s")
     for n in range(1, args.rounds + 1):
+        if args.cache == "cold":
+            shutil.rmtree(cache, ignore_errors=True)
+            cache.mkdir()
         server = AppServer(name="bench_lessons")
         try:
             server.wait_healthy()
@@ -210,7 +246,8 @@ def main() -> None:
                         print("versions: " + ", ".join(f"{k} {v}" for k, v in vers.items()))
                     print(f"round {n}: a fresh server, one page through {len(keys)} lesson(s)",
                           flush=True)
-                    rounds.append(run_round(browser, server.url, keys, n, args.shots))
+                    rounds.append(run_round(browser, server.url, keys, n, args.shots,
+                                            args.read))
                 finally:
                     browser.close()
         finally:
@@ -244,6 +281,7 @@ def main() -> None:
               f"max {max(all_opens):.2f} s; fix median {statistics.median(all_fixes):.2f} s, "
               f"max {max(all_fixes):.2f} s; {len(held) - len(misses)} of {len(held)} lessons "
               f"within {TARGET_S:g} s" + (f" (over: {', '.join(misses)})" if misses else ""))
+    shutil.rmtree(cache, ignore_errors=True)
     if tracebacks:
         print(f"\nserver log: {len(tracebacks)} traceback(s): "
               f"{[t.splitlines()[-1][:200] for t in tracebacks[:5]]}")

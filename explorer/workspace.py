@@ -399,6 +399,20 @@ class Workspace:
         self.notice = f"Changed {', '.join(changed)}: a new run started."
         return True
 
+    def load_setup(self, config: RunConfig) -> None:
+        """Put ``config``'s graph (a preset, loaded again only if another one is
+        shown), model and mode into the workspace, with a fresh run: what a
+        lesson sets up (the lesson panel and its headless rehearsal both call
+        this, so they build the same programs)."""
+        loaded_seed = None
+        if self.source != GraphSource("preset", config.graph):
+            self.load_preset(config.graph, difficulty=config.difficulty)
+            loaded_seed = self.config.seed
+        if not self.set_config(config):
+            self.reset()
+        if loaded_seed is not None and loaded_seed != config.seed:  # presets depend on the seed
+            self.load_preset(config.graph, difficulty=config.difficulty)
+
     def reset(self) -> None:
         """A new run from the config's seed: fresh weights, empty history, a new
         generation (stale ticks are ignored), paused. The old run is let go

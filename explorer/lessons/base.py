@@ -88,18 +88,20 @@ class Lesson:
         real run reads them back instead of compiling (see
         ``explorer.compile_cache``; pointless without it). Its own models, no
         session state."""
-        from explorer.engine import Run
+        from explorer.workspace import Workspace
 
         memo: dict = {}
         for side in sides:
             config, run = self.setup_of(side), None
-            if config is not None:
-                run = Run(config)
-                run.warm_up().join()  # the explorer compiles its metrics for the setup
-                if self.trains_in_explorer:
-                    run.train(self.steps)
-                else:
-                    run = None
+            if config is not None:  # as the explorer sets it up, so the same programs
+                ws = Workspace()
+                ws.load_setup(config)
+                if ws.run is not None:
+                    ws.run.warm_up().join()  # the page compiles its metrics for the setup
+                    if self.trains_in_explorer:
+                        for _ in range(self.steps):
+                            ws.step()
+                        run = ws.run
             self.outcome(side, run, memo)
 
     def setup_of(self, side: str) -> RunConfig | None:

@@ -16,7 +16,6 @@ import streamlit as st
 from explorer import plots
 from explorer.config import RunConfig
 from explorer.lessons import LESSONS, Lesson, Outcome, find, rehearsal
-from explorer.sources import GraphSource
 from explorer.workspace import Workspace
 
 _S = st.session_state
@@ -68,14 +67,7 @@ def _load_setup(ws: Workspace, lesson: Lesson, config: RunConfig) -> None:
     """Put the lesson's graph, model and mode into the explorer's panels (what
     was there goes back when the lessons are closed)."""
     _S.setdefault("l_before", (ws.editor, ws.config))
-    loaded_seed = None
-    if ws.source != GraphSource("preset", config.graph):
-        ws.load_preset(config.graph, difficulty=config.difficulty)
-        loaded_seed = ws.config.seed
-    if not ws.set_config(config):
-        ws.reset()
-    if loaded_seed is not None and loaded_seed != config.seed:  # presets depend on the seed
-        ws.load_preset(config.graph, difficulty=config.difficulty)
+    ws.load_setup(config)
     ws.notice = (f"Lesson {lesson.number} set up the explorer: {config.graph}, mode "
                  f"{config.mode}" + (", bucket padding" if config.bucket_padding else "")
                  + ".")

@@ -2,6 +2,9 @@
 what is planned, that each side is rehearsed once per process, that a real
 run waits for its own rehearsal, and that the lesson then compiles nothing new."""
 
+import os
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -104,3 +107,37 @@ def test_the_next_lesson_opens_with_its_programs_already_compiled(monkeypatch):
     assert "compiled program back from the compilation cache" in results["pitfall"].summary
     assert results["pitfall"].rows[0]["note"] == "trace + cache read + run"
     assert at.session_state["l_rehearsal"].thread is None  # nothing left to rehearse
+
+
+# In a fresh process with an empty cache: the rehearsal compiles, then the page's
+# own path (the lesson panel's setup, its metrics, the steps) reads everything back.
+EXPLORER_PATH = """
+import os, threading
+from explorer import compile_cache
+cache = compile_cache.enable()
+from explorer.lessons import find
+from explorer.workspace import Workspace
+lesson = find("frozen-params")
+thread = threading.Thread(target=lesson.rehearse, args=(("fix",),))
+thread.start()
+thread.join()
+before = set(os.listdir(cache))
+ws = Workspace()
+ws.load_setup(lesson.fix_setup)
+ws.run.warm_up().join()
+for _ in range(lesson.steps):
+    ws.step()
+print(len(before), sorted(set(os.listdir(cache)) - before), lesson.outcome("fix", ws.run).verdict)
+"""
+
+
+def test_a_rehearsed_lesson_that_trains_in_the_explorer_compiles_nothing_new(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != compile_cache.ENV}
+    env.update(JAX_PLATFORMS="cpu", **{compile_cache.ENV: str(tmp_path / "cache")})
+    out = subprocess.run([sys.executable, "-c", EXPLORER_PATH], cwd=REPO, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    written, new, verdict = out.stdout.strip().splitlines()[-1].split(" ", 2)
+    assert int(written) >= 2  # the rehearsal compiled the step and the metrics
+    assert new.startswith("[]"), f"the explorer built programs its rehearsal did not: {new}"
+    assert verdict.endswith("TRAINING")
