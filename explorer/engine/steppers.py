@@ -393,8 +393,9 @@ class Scan(_ThreadedState):
     setting_help = ("How many training steps one compiled call runs (the jax.lax.scan length). "
                     "Each step still gets its own point on the charts: the losses and "
                     "accuracies come back as arrays of K values, and the call's time is shared "
-                    "by its steps. A shorter last call (to stop exactly at the target) "
-                    "compiles once more.")
+                    "by its steps (that time includes each step's evaluation, which the other "
+                    "modes run outside the clock). A shorter last call (to stop exactly at the "
+                    "target) compiles once more.")
     script_sources = (make_eval_measure,)
     script_build = ("graphdef, state = nnx.split((model, optimizer))\n"
                     "measure = make_eval_measure(evaluate, model, optimizer)\n"
