@@ -15,11 +15,13 @@ import math
 from collections.abc import Callable, Sequence
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
 __all__ = ["AuditReport", "FrozenTrainingError", "VariableChange", "Verdict",
-           "assert_training", "audit_step", "compare_snapshots", "snapshot", "verdict"]
+           "assert_training", "audit_step", "compare_snapshots", "parameters_finite", "snapshot",
+           "traced_changes", "variable_kinds", "verdict"]
 
 KINDS = ("parameter", "batch statistic", "rng", "optimizer state", "step counter", "other")
 
@@ -46,9 +48,10 @@ def _host(value) -> np.ndarray:
     return np.array(value, copy=True)
 
 
-def snapshot(*nodes) -> dict[str, tuple[str, np.ndarray]]:
-    """Host copies of every array variable of ``nodes``: ``{path: (kind, value)}``."""
-    out = {}
+def _variables(*nodes):
+    """``(name, kind, value)`` of every array variable of ``nodes``, in one fixed
+    order: the names and order of :func:`snapshot` and :func:`traced_changes`.
+    ``value`` is the variable's array as it is (a tracer inside ``jit``)."""
     names = [type(node).__name__.lower() for node in nodes]
     for i, node in enumerate(nodes):
         prefix = () if len(nodes) == 1 else (
@@ -59,8 +62,50 @@ def snapshot(*nodes) -> dict[str, tuple[str, np.ndarray]]:
             if value is None or not hasattr(value, "shape"):
                 continue
             name = "/".join(str(p) for p in prefix + tuple(path))
-            out[name] = (_kind(tuple(path), var), _host(value))
-    return out
+            yield name, _kind(tuple(path), var), value
+
+
+def snapshot(*nodes) -> dict[str, tuple[str, np.ndarray]]:
+    """Host copies of every array variable of ``nodes``: ``{path: (kind, value)}``."""
+    return {name: (kind, _host(value)) for name, kind, value in _variables(*nodes)}
+
+
+def variable_kinds(*nodes) -> list[tuple[str, str]]:
+    """``(path, kind)`` of every variable :func:`snapshot` copies, in its order."""
+    return [(name, kind) for name, kind, _ in _variables(*nodes)]
+
+
+def _numbers(value):
+    if jax.dtypes.issubdtype(value.dtype, jax.dtypes.prng_key):
+        value = jax.random.key_data(value)
+    return value
+
+
+def traced_changes(before: Sequence, after: Sequence) -> tuple[jax.Array, jax.Array]:
+    """What :func:`compare_snapshots` computes, as jax operations that run inside
+    a compiled step (``before``/``after``: the same modules, e.g. ``(model,
+    optimizer)``, before and after one step): ``(changed, relative_change)``,
+    one entry per variable of :func:`variable_kinds`, in its order. The norms
+    are float32 here (float64 on the host), so they agree to float32 rounding."""
+    changed, relative = [], []
+    for (_, _, old), (_, _, new) in zip(_variables(*before), _variables(*after)):
+        old, new = _numbers(old), _numbers(new)
+        changed.append(jnp.any(new != old))
+        old32, new32 = old.astype(jnp.float32), new.astype(jnp.float32)
+        delta = jnp.sqrt(jnp.sum(jnp.square(new32 - old32)))
+        base = jnp.sqrt(jnp.sum(jnp.square(old32)))
+        relative.append(jnp.where(base > 0, delta / jnp.where(base > 0, base, 1.0), delta))
+    if not changed:
+        return jnp.zeros((0,), bool), jnp.zeros((0,), jnp.float32)
+    return jnp.stack(changed), jnp.stack(relative)
+
+
+def parameters_finite(*nodes) -> jax.Array:
+    """Whether every ``nnx.Param`` of ``nodes`` is finite (jax operations: they
+    run inside a compiled step)."""
+    checks = [jnp.all(jnp.isfinite(value)) for _, kind, value in _variables(*nodes)
+              if kind == "parameter"]
+    return jnp.all(jnp.stack(checks)) if checks else jnp.array(True)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -76,6 +76,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="readout of a graph-classification dataset")
         p.add_argument("--bucket-padding", action=argparse.BooleanOptionalAction,
                        default=None)
+        p.add_argument("--scan-steps", type=int,
+                       help="training steps per compiled call in the scan mode (its K)")
         p.add_argument("--every", type=int, default=10, help="print every N steps")
         if name == "export":
             p.add_argument("--output", type=Path, required=True,
@@ -133,7 +135,7 @@ def _config(args) -> RunConfig | None:
     changes = {name: getattr(args, name) for name in
                ("graph", "difficulty", "features", "mode", "epochs", "seed", "layers",
                 "optimizer", "learning_rate", "weight_decay", "dropout", "batch_norm",
-                "bucket_padding", "norm", "pool")
+                "bucket_padding", "norm", "pool", "scan_steps")
                if getattr(args, name) is not None}
     graph = changes.get("graph", config.graph)
     usable = task_for(graph).usable_features(config.features)
@@ -158,28 +160,40 @@ def _train(run: Run, every: int, out) -> Run:
     print(f"{'step':>6} {'loss':>10} {'train':>6} {'val':>6} {'test':>6} {'ms':>9} traced",
           file=out)
     try:
-        for _ in range(config.epochs):
-            r = run.step()
-            if r.step == 1 or r.step % max(every, 1) == 0 or r.step == config.epochs:
-                print(f"{r.step:>6} {r.loss:>10.6f} {r.train_acc:>6.2f} {r.val_acc:>6.2f} "
-                      f"{r.test_acc:>6.2f} {1e3 * r.wall_s:>9.2f} "
-                      f"{'yes: ' + r.trace_cause if r.traced else ''}", file=out)
+        while len(run.history) < config.epochs:  # a call: one step, or K in scan mode
+            for r in run.advance(config.epochs - len(run.history)):
+                if r.step == 1 or r.step % max(every, 1) == 0 or r.step == config.epochs:
+                    print(f"{r.step:>6} {r.loss:>10.6f} {r.train_acc:>6.2f} {r.val_acc:>6.2f} "
+                          f"{r.test_acc:>6.2f} {1e3 * r.wall_s:>9.2f} "
+                          f"{'yes: ' + r.trace_cause if r.traced else ''}", file=out)
     except TrainingStopped as err:
         print(f"stopped: {err}", file=out)
     return run
 
 
+def _mb(value) -> str:
+    return "n/a" if value is None else f"{value / 2**20:.3f}"
+
+
 def _compare(config: RunConfig, out) -> None:
-    print(f"{'mode':<15} {'trace+lower s':>13} {'compile s':>9} {'first call s':>12} "
-          f"{'median step ms':>14} {'final loss':>11} {'params changed':>14}  verdict",
-          file=out)
+    print(f"{'mode':<20} {'trace+lower s':>13} {'compile s':>9} {'first call s':>12} "
+          f"{'median step ms':>14} {'peak MB':>8} {'donated MB':>10} {'final loss':>11} "
+          f"{'params changed':>14}  verdict", file=out)
+    notes = {}
     for e in race(config):  # same seed: same initial weights in every mode
         if e.stopped:
-            print(f"{e.mode:<15} stopped: {e.stopped}", file=out)
+            print(f"{e.mode:<20} stopped: {e.stopped}", file=out)
             continue
-        print(f"{e.mode:<15} {e.trace_lower_s:>13.3f} {e.compile_s:>9.3f} "
-              f"{e.first_call_s:>12.3f} {e.median_step_ms:>14.3f} {e.losses[-1]:>11.6f} "
+        print(f"{e.mode:<20} {e.trace_lower_s:>13.3f} {e.compile_s:>9.3f} "
+              f"{e.first_call_s:>12.3f} {e.median_step_ms:>14.3f} {_mb(e.peak_bytes):>8} "
+              f"{_mb(e.donation_saves_bytes):>10} {e.losses[-1]:>11.6f} "
               f"{e.params_changed:>6} of {e.params_total:<5}  {e.verdict}", file=out)
+        if e.donation_note:
+            notes.setdefault(e.donation_note, []).append(e.mode)
+    print("peak MB: XLA's peak memory of one compiled call; donated MB: what donating the "
+          "state (donate_argnums=(0,)) saves of that peak", file=out)
+    for note, modes in notes.items():
+        print(f"donated MB of {', '.join(modes)}: {note}", file=out)
 
 
 def _export(config: RunConfig, path: Path, force: bool, out) -> int:

@@ -66,6 +66,7 @@ LIMITS: Mapping[str, Bound] = {
     "layers": Bound(1, 8, integer=True),
     "width": Bound(1, 1024, integer=True),
     "heads": Bound(1, 8, integer=True),
+    "scan_steps": Bound(1, 1000, integer=True),
 }
 
 
@@ -167,6 +168,8 @@ class RunConfig:
             editing the graph within a bucket does not recompile.
         pool: the readout of graph-classification datasets (mean/sum/max/min).
         norm: the kind of norm ``batch_norm`` adds: ``batch``, ``layer`` or ``graph``.
+        scan_steps: training steps per compiled call in the ``scan`` mode (its
+            ``jax.lax.scan`` length K); the other modes ignore it.
     """
 
     graph: str = "karate"
@@ -188,6 +191,7 @@ class RunConfig:
     bucket_padding: bool = False
     pool: str = "mean"
     norm: str = "batch"
+    scan_steps: int = 10
 
     @property
     def task(self) -> type[Task]:
@@ -231,7 +235,7 @@ class RunConfig:
         _check(self.optimizer in OPTIMIZERS, "optimizer", f"choose one of {tuple(OPTIMIZERS)}")
         _check(self.mode in STEPPERS, "mode", f"choose one of {list(STEPPERS)}")
         for name in ("difficulty", "dropout", "learning_rate", "weight_decay", "seed",
-                     "epochs", "train_per_class"):
+                     "epochs", "train_per_class", "scan_steps"):
             _in_limits(name, getattr(self, name), name)
 
     # ------------------------------------------------------------ serialise

@@ -66,9 +66,9 @@ def script_for(config: RunConfig, graph: Graph | None = None, *,
             name, source = graph_name or "custom", "drawn or uploaded graph"
         data = _node_section(config, graph)
     stepper = STEPPERS[config.mode]
-    parts = [_header(config, name, source, data), _imports(config, data), _settings(config, name),
-             _source(StepInputs, EvalTargets), data.text, _model_section(config, data),
-             _step_section(stepper), _loop_section(stepper)]
+    parts = [_header(config, name, source, data), _imports(config, data),
+             _settings(config, name, stepper), _source(StepInputs, EvalTargets), data.text,
+             _model_section(config, data), _step_section(stepper), _loop_section(stepper)]
     text = "\n\n\n".join(p.strip("\n") for p in parts) + "\n"
     size = len(text.encode("utf-8"))
     if size > MAX_SCRIPT_BYTES:
@@ -274,12 +274,13 @@ def _source(*objects) -> str:
                           for o in objects)
 
 
-def _settings(config: RunConfig, name: str) -> str:
+def _settings(config: RunConfig, name: str, stepper: type[Stepper]) -> str:
+    extra = stepper.script_settings(config)
     return f'''\
 MODE = {_str(config.mode)}
 GRAPH_NAME = {_str(name)}
 SEED = {config.seed}
-STEPS = {config.epochs}
+STEPS = {config.epochs}{chr(10) + extra if extra else ""}
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("--steps", type=int, default=STEPS,
@@ -507,7 +508,7 @@ def _step_section(stepper: type[Stepper]) -> str:
     title = f" the step: {stepper.mode} mode"
     return f'''\
 # {title:->75}
-{_source(stepper.make)}
+{_source(stepper.make, *stepper.script_sources)}
 
 
 {stepper.script_build}
@@ -527,13 +528,7 @@ def accuracies(model):
 # --------------------------------------------------------------------- loop
 def _loop_section(stepper: type[Stepper]) -> str:
     finish = f"\n{stepper.script_finish}\n" if stepper.script_finish else ""
-    return f'''\
-# --------------------------------------------------------------------- train
-print(f"mode {{MODE}} | graph {{GRAPH_NAME}} | {{args.steps}} steps | seed {{SEED}}")
-print(f"{{'step':>6}} {{'loss':>10}} {{'train':>6}} {{'val':>6}} {{'test':>6}} {{'ms':>9}}")
-# jax arrays are immutable: these stay the initial values while training
-# replaces the model's arrays with new ones
-initial = jax.tree.leaves(nnx.state(model, nnx.Param))
+    loop = stepper.script_loop or f'''\
 for i in range(1, args.steps + 1):
     start = time.perf_counter()
     {stepper.script_call}
@@ -544,7 +539,15 @@ for i in range(1, args.steps + 1):
         break
     train_acc, val_acc, test_acc = accuracies({stepper.script_model})
     print(f"{{i:>6}} {{loss:>10.6f}} {{train_acc:>6.2f}} {{val_acc:>6.2f}} "
-          f"{{test_acc:>6.2f}} {{ms:>9.2f}}")
+          f"{{test_acc:>6.2f}} {{ms:>9.2f}}")'''
+    return f'''\
+# --------------------------------------------------------------------- train
+print(f"mode {{MODE}} | graph {{GRAPH_NAME}} | {{args.steps}} steps | seed {{SEED}}")
+print(f"{{'step':>6}} {{'loss':>10}} {{'train':>6}} {{'val':>6}} {{'test':>6}} {{'ms':>9}}")
+# jax arrays are immutable: these stay the initial values while training
+# replaces the model's arrays with new ones
+initial = jax.tree.leaves(nnx.state(model, nnx.Param))
+{loop}
 {finish}
 final = jax.tree.leaves(nnx.state(model, nnx.Param))
 changed = sum(not bool(jnp.array_equal(a, b)) for a, b in zip(initial, final))

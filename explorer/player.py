@@ -68,10 +68,11 @@ class Player:
         return self.steps_done >= self.target_steps
 
     def step(self) -> StepRecord:
-        """One training step; pauses live training. Raises
+        """One call of the training step (one step; in scan mode a whole call
+        of K steps) and its last record; pauses live training. Raises
         :class:`TrainingStopped` (a NaN) or ``ValueError`` (and stops playing)."""
         self.playing = False
-        return self._one_step()
+        return self._advance()[-1]
 
     def play(self, more_steps: int) -> int:
         """Start live training; returns the token that :meth:`tick` needs. When
@@ -84,24 +85,27 @@ class Player:
 
     def tick(self, token: int, interrupted: Callable[[], bool] | None = None
              ) -> tuple[int, Exception | None]:
-        """Train one chunk: steps until ``tick_budget_s`` is spent, the target is
-        reached (then it stops playing), ``steps_per_tick`` steps ran, a step
-        traced (its point shows at once), or ``interrupted()`` (asked between
-        steps; the UI passes "someone clicked") is true after the first step. A
-        token from an earlier generation does nothing. Returns the number of
-        steps run and the error that stopped training (a NaN), if one did."""
+        """Train one chunk: calls of the step until ``tick_budget_s`` is spent,
+        the target is reached (then it stops playing), ``steps_per_tick`` steps
+        ran, a call traced (its point shows at once), or ``interrupted()``
+        (asked between calls; the UI passes "someone clicked") is true after
+        the first call. In scan mode a call runs up to K steps, never past the
+        target (nor past ``steps_per_tick``). A token from an earlier
+        generation does nothing. Returns the number of steps run and the error
+        that stopped training (a NaN), if one did."""
         if not self.playing or token != self.generation or self.run is None:
             return 0, None
         start = time.perf_counter()
         limit = self.steps_per_tick or math.inf
         done = 0
         while self.playing and done < limit and not self.finished:
+            room = min(limit - done, self.target_steps - self.steps_done)
             try:
-                record = self._one_step()
+                records = self._advance(None if math.isinf(room) else int(room))
             except (TrainingStopped, ValueError) as err:
                 return done, err
-            done += 1
-            if record.traced:  # a compile: show its point (and the retrace) at once
+            done += len(records)
+            if any(r.traced for r in records):  # a compile: show its point at once
                 break
             if time.perf_counter() - start >= self.tick_budget_s:
                 break
@@ -134,9 +138,9 @@ class Player:
                 "last_step": last.step if last else None,
                 "pending": run.pending_retrace if run.history else ""}
 
-    def _one_step(self) -> StepRecord:
+    def _advance(self, limit: int | None = None) -> list[StepRecord]:
         try:
-            return self.run.step()
+            return self.run.advance(limit)
         except (TrainingStopped, ValueError):
             self.playing = False
             raise

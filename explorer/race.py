@@ -2,7 +2,7 @@
 weights on the same graph, with a timing row per mode.
 
 Same ``config.seed`` means the same initial parameters in every mode, so the
-loss curves differ only by what each mode does with the updates: four of them
+loss curves differ only by what each mode does with the updates: all but one
 overlap (up to float rounding) and ``jax.jit`` stays flat.
 """
 
@@ -27,19 +27,25 @@ class RaceEntry:
     losses: tuple[float, ...]
     trace_lower_s: float  # NaN for eager (nothing is compiled)
     compile_s: float
-    first_call_s: float  # the first step as the loop saw it: trace + compile + run
-    median_step_ms: float  # steady state: steps that hit the compiled cache
+    first_call_s: float  # the first call as the loop saw it: trace + compile + run
+    #: steady state: steps that hit the compiled cache (NaN when none did, e.g. a
+    #: scan race no longer than one call)
+    median_step_ms: float
     params_changed: int
     params_total: int
     verdict: str  # "training" or "frozen"
     final_test_acc: float
     stopped: str = ""  # why training stopped early (NaN loss), if it did
+    peak_bytes: int | None = None  # XLA's peak memory of one compiled call
+    donation_saves_bytes: int | None = None  # of that peak, with the state donated
+    donation_note: str = ""  # why there is no donation figure ("" when there is)
 
     def row(self) -> dict:
         """A flat dict for tables and charts."""
         return {"mode": self.mode, "trace_lower_s": self.trace_lower_s,
                 "compile_s": self.compile_s, "first_call_s": self.first_call_s,
-                "steady_step_ms": self.median_step_ms,
+                "steady_step_ms": self.median_step_ms, "peak_bytes": self.peak_bytes,
+                "donation_saves_bytes": self.donation_saves_bytes,
                 "params changed": f"{self.params_changed} of {self.params_total}",
                 "final loss": self.losses[-1] if self.losses else math.nan,
                 "test acc": self.final_test_acc, "verdict": self.verdict}
@@ -72,12 +78,14 @@ def race(config: RunConfig, graph: Graph | None = None, *, steps: int | None = N
             mode=mode, losses=tuple(r.loss for r in history),
             trace_lower_s=breakdown.get("trace_lower_s", math.nan),
             compile_s=breakdown.get("compile_s", math.nan),
-            first_call_s=history[0].wall_s if history else math.nan,
+            first_call_s=history[0].call_wall_s if history else math.nan,
             median_step_ms=run.steady_step_ms(),
             params_changed=sum(c.changed for c in params), params_total=len(params),
             verdict=report.verdict.status,
             final_test_acc=history[-1].test_acc if history else math.nan,
-            stopped=stopped))
+            stopped=stopped, peak_bytes=breakdown.get("peak_bytes"),
+            donation_saves_bytes=breakdown.get("donation_saves_bytes"),
+            donation_note=breakdown.get("donation_note", run.stepper.donation_note)))
     if progress:
         progress("", len(modes), len(modes))
     return entries

@@ -9,6 +9,7 @@ is dropped without an error. The engine never "fixes" that; it reports it.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import threading
 import time
@@ -18,7 +19,14 @@ import numpy as np
 from flax import nnx
 
 from explorer import budget
-from explorer.audit import AuditReport, VariableChange, compare_snapshots, snapshot, verdict
+from explorer.audit import (
+    AuditReport,
+    VariableChange,
+    compare_snapshots,
+    snapshot,
+    variable_kinds,
+    verdict,
+)
 from explorer.config import RunConfig
 from explorer.engine import recipe
 from explorer.engine.inputs import StepInputs
@@ -26,7 +34,7 @@ from explorer.engine.steppers import Stepper, stepper_for
 from explorer.engine.tasks import Task, shape_change
 from gnncore import CONV_TYPES, Graph
 
-__all__ = ["Run", "StepRecord", "TrainingStopped"]
+__all__ = ["Run", "StepRecord", "TrainingStopped", "memory_of"]
 
 
 class TrainingStopped(RuntimeError):
@@ -36,7 +44,13 @@ class TrainingStopped(RuntimeError):
 
 @dataclasses.dataclass(frozen=True)
 class StepRecord:
-    """What one training step did."""
+    """What one training step did.
+
+    A mode that runs several steps in one compiled call (``scan``) gives each
+    of them a record: ``wall_s`` is then the call's synced wall time divided
+    by ``call_steps``, and only the call's first record is ``traced`` (with the
+    cause) when the call traced; ``call_traced`` marks all of them.
+    """
 
     step: int
     loss: float
@@ -47,11 +61,18 @@ class StepRecord:
     traced: bool
     trace_count: int
     trace_cause: str = ""  # why this step traced: "first call" or the shape change
+    call_steps: int = 1  # training steps of the call this step ran in
+    call_traced: bool = False  # that call traced (True on every one of its records)
 
     @property
     def cache_hit(self) -> bool:
         """A compiled step that reused the cached executable (no trace)."""
-        return self.trace_count > 0 and not self.traced
+        return self.trace_count > 0 and not (self.traced or self.call_traced)
+
+    @property
+    def call_wall_s(self) -> float:
+        """The synced wall time of the whole call this step ran in."""
+        return self.wall_s * self.call_steps
 
 
 # Everything a Run compiles or keeps as a callable is built from what it needs
@@ -119,8 +140,9 @@ class Run:
         #: the mutating NNX step ``(model, optimizer, inputs) -> loss`` that every
         #: mode wraps (the lessons reuse it); each trace counts in trace_count
         self.train_step = _counted(recipe.train_step, self._counter)
-        self.stepper: Stepper = stepper_for(config.mode)(self.train_step, self.model,
-                                                         self.optimizer)
+        kind = stepper_for(config.mode)
+        self.stepper: Stepper = kind(self.train_step, self.model, self.optimizer,
+                                     **kind.settings(config))
         self.history: list[StepRecord] = []
         self._pending_cause = "first call"
         #: per step, how every variable changed (the parameter-change heatmap)
@@ -131,6 +153,7 @@ class Run:
         self._warming: threading.Thread | None = None
         self._hidden = None  # compiled on first use (embeddings)
         self._initial = self._last = snapshot(self.model, self.optimizer)
+        self._variables = variable_kinds(self.model, self.optimizer)  # snapshot's order
 
     # ---------------------------------------------------------------- graph
     @property
@@ -169,51 +192,91 @@ class Run:
     # --------------------------------------------------------------- timing
     def steady_step_ms(self, window: int | None = None) -> float:
         """The median synced time of the steps that reused the compiled step
-        (after the first step, which traces and compiles, or, in eager mode,
-        fills JAX's per-operation caches); the last ``window`` of them. NaN
-        before there is one."""
-        hits = [r.wall_s for r in self.history[1:] if not r.traced]
+        (after the first call, which traces and compiles, or, in eager mode,
+        fills JAX's per-operation caches); the last ``window`` of them. Per
+        training step: a scan call's time is shared by its steps. NaN before
+        there is one."""
+        hits = [r.wall_s for r in self.history[1:] if not (r.traced or r.call_traced)]
         if window is not None:
             hits = hits[-window:]
         return 1e3 * float(np.median(hits)) if hits else math.nan
 
-    def compile_breakdown(self, window: int = 20) -> dict[str, float] | None:
-        """Where a compiled step's time goes, from JAX's ahead-of-time API:
-        ``trace_lower_s`` (Python tracing + lowering to StableHLO), ``compile_s``
-        (XLA), ``first_call_s`` (the live first step: trace + compile + run) and
-        ``steady_step_ms`` (:meth:`steady_step_ms` of the last ``window``).
-        ``None`` for eager mode, which compiles nothing."""
-        lowerable = self.stepper.lowerable(self.inputs)
+    def compile_breakdown(self, window: int = 20) -> dict | None:
+        """Where a compiled step's time and memory go, from JAX's ahead-of-time
+        API on a fresh copy of the step: ``trace_lower_s`` (Python tracing +
+        lowering to StableHLO), ``compile_s`` (XLA), ``first_call_s`` (the live
+        first call: trace + compile + run) and ``steady_step_ms``
+        (:meth:`steady_step_ms` of the last ``window``); XLA's memory analysis
+        (:func:`memory_of`: ``argument_bytes``, ``output_bytes``, ``temp_bytes``,
+        ``alias_bytes``, ``peak_bytes``); and what donating the state argument
+        (``donate_argnums=(0,)``) saves: ``donated_peak_bytes``,
+        ``donated_alias_bytes``, ``donation_saves_bytes`` (the peak without
+        donation minus the peak with it), ``None`` where it does not apply or
+        the backend aliased nothing, and ``donation_note`` saying why (``""``
+        when there is a number). ``None`` for eager mode, which compiles
+        nothing."""
+        lowerable = self.stepper.lowerable(self.inputs, self.task.targets)
         if lowerable is None:
             return None
         fn, args = lowerable
         traces = self.trace_count  # tracing here must not count as a retrace
-        start = time.perf_counter()
-        lowered = fn.trace(*args).lower()
-        traced = time.perf_counter()
-        lowered.compile()
-        done = time.perf_counter()
-        self.trace_count = traces
-        first = next((r.wall_s for r in self.history if r.traced), float("nan"))
+        try:
+            start = time.perf_counter()
+            lowered = fn.trace(*args).lower()
+            traced = time.perf_counter()
+            compiled = lowered.compile()
+            done = time.perf_counter()
+            memory = memory_of(compiled)
+            donation = self._donation(memory)
+        finally:
+            self.trace_count = traces
+        first = next((r.call_wall_s for r in self.history if r.traced), float("nan"))
         return {"trace_lower_s": traced - start, "compile_s": done - traced,
-                "first_call_s": first, "steady_step_ms": self.steady_step_ms(window)}
+                "first_call_s": first, "steady_step_ms": self.steady_step_ms(window),
+                **memory, **donation}
+
+    def _donation(self, memory: dict) -> dict:
+        """The step compiled again with its state donated, against ``memory``."""
+        out = {"donated_peak_bytes": None, "donated_alias_bytes": None,
+               "donation_saves_bytes": None, "donation_note": self.stepper.donation_note}
+        if out["donation_note"]:
+            return out
+        fn, args = self.stepper.lowerable(self.inputs, self.task.targets, donate=True)
+        donated = memory_of(fn.trace(*args).lower().compile())
+        if donated["peak_bytes"] is None or memory["peak_bytes"] is None:
+            out["donation_note"] = "n/a: this backend reports no memory analysis"
+            return out
+        out["donated_peak_bytes"] = donated["peak_bytes"]
+        out["donated_alias_bytes"] = donated["alias_bytes"]
+        if not donated["alias_bytes"]:
+            out["donation_note"] = (f"the {jax.default_backend().upper()} backend ignores "
+                                    "donation: no buffer was aliased")
+            return out
+        out["donation_saves_bytes"] = memory["peak_bytes"] - donated["peak_bytes"]
+        return out
 
     def naive_timing(self, steps: int = 5) -> dict[str, float]:
         """The timing lesson: mean step time measured without and with
         ``block_until_ready``. Without it, the clock stops when the work has
-        been dispatched, not when it is done. Runs ``2 * steps`` training steps
-        (not recorded in the history)."""
-        stepper, inputs = self.stepper, self.inputs
+        been dispatched, not when it is done. Makes ``2 * steps`` calls of the
+        step (in scan mode each runs ``steps_per_call`` training steps, and the
+        times are per training step); none is recorded in the history."""
+        stepper, inputs, targets = self.stepper, self.inputs, self.task.targets
+        per_call = stepper.steps_per_call
+        if per_call == 1:
+            call = functools.partial(stepper, inputs)
+        else:
+            call = functools.partial(stepper.run_steps, inputs, targets, per_call)
 
         def timed(sync: bool) -> float:
             start = time.perf_counter()
             for _ in range(steps):
-                loss = stepper(inputs)
+                out = call()
                 if sync:
-                    jax.block_until_ready((loss, stepper.state))
+                    jax.block_until_ready((out, stepper.state))
             elapsed = time.perf_counter() - start
-            jax.block_until_ready((loss, stepper.state))
-            return elapsed / steps
+            jax.block_until_ready((out, stepper.state))
+            return elapsed / (steps * per_call)
 
         return {"naive_s": timed(False), "synced_s": timed(True)}
 
@@ -224,7 +287,25 @@ class Run:
         self.stepper.sync()
 
     def step(self) -> StepRecord:
-        """Run one training step and return its record."""
+        """One call of the mode's step, and its (last) record: one training
+        step, or in a mode that runs several per call (scan) a whole call of
+        ``steps_per_call`` steps (:meth:`advance`)."""
+        return self.advance()[-1]
+
+    def advance(self, limit: int | None = None) -> list[StepRecord]:
+        """One call of the mode's step: one training step, or, in a mode that
+        runs several per call (scan), ``steps_per_call`` of them (at most
+        ``limit``). Returns the call's records (also in :attr:`history`).
+
+        Raises :class:`TrainingStopped` when a loss is NaN or Inf or a
+        parameter stops being finite; the model keeps the state from before
+        the call, and the message names the step."""
+        per_call = self.stepper.steps_per_call
+        if per_call == 1:
+            return [self._one_step()]
+        return self._many_steps(per_call if limit is None else max(1, min(per_call, limit)))
+
+    def _one_step(self) -> StepRecord:
         before_traces = self.trace_count
         good_state = self.stepper.checkpoint()
         start = time.perf_counter()
@@ -247,13 +328,62 @@ class Run:
         record = StepRecord(step=step_no, loss=loss, train_acc=accs["train"],
                             val_acc=accs["val"], test_acc=accs["test"], wall_s=wall,
                             traced=traced, trace_count=self.trace_count if compiled else 0,
-                            trace_cause=self._pending_cause if traced else "")
+                            trace_cause=self._pending_cause if traced else "",
+                            call_traced=traced)
         if traced or not compiled:
             self._pending_cause = ""
         self.history.append(record)
         self.changes.append(compare_snapshots(self._last, current))
         self._last = current
         return record
+
+    def _many_steps(self, steps: int) -> list[StepRecord]:
+        """One call of ``steps`` training steps (the scan mode), unrolled into
+        one record and one set of variable changes per step: the losses, the
+        eval-mode accuracies and the changes are each step's own, measured
+        inside the call (:func:`explorer.engine.steppers.make_scan_step`); the
+        call's wall time is shared equally by its records."""
+        before_traces = self.trace_count
+        good_state = self.stepper.checkpoint()
+        start = time.perf_counter()
+        losses, measured = self.stepper.run_steps(self.inputs, self.task.targets, steps)
+        jax.block_until_ready((losses, measured, self.stepper.state))
+        wall = time.perf_counter() - start
+        losses = np.asarray(losses, dtype=np.float64)
+        measured = {k: np.asarray(v) for k, v in measured.items()}
+        first = len(self.history) + 1
+        bad = [i for i in range(steps)
+               if not (math.isfinite(losses[i]) and measured["finite"][i])]
+        if bad:
+            i = bad[0]
+            what = (f"loss became {losses[i]}" if not math.isfinite(losses[i]) else
+                    "parameters became Inf or NaN")
+            self._stop(good_state, f"{what} at step {first + i} (in the call of steps "
+                                   f"{first} to {first + steps - 1})", "this call")
+        self.sync()
+        current = snapshot(self.model, self.optimizer)
+        traced = self.trace_count > before_traces
+        cause = ""
+        if traced:
+            cause = self._pending_cause or (
+                f"a new scan length: {steps} step{'s' if steps != 1 else ''} in this call "
+                f"instead of {self.stepper.steps_per_call} (the length is static)")
+            self._pending_cause = ""
+        records = []
+        for i in range(steps):
+            train, val, test = (float(a) for a in measured["accuracy"][i])
+            records.append(StepRecord(
+                step=first + i, loss=float(losses[i]), train_acc=train, val_acc=val,
+                test_acc=test, wall_s=wall / steps, traced=traced and i == 0,
+                trace_count=self.trace_count, trace_cause=cause if i == 0 else "",
+                call_steps=steps, call_traced=traced))
+            self.changes.append([
+                VariableChange(path, kind, bool(measured["changed"][i, v]),
+                               float(measured["relative_change"][i, v]))
+                for v, (path, kind) in enumerate(self._variables)])
+        self.history.extend(records)
+        self._last = current
+        return records
 
     def audit(self) -> AuditReport:
         """What the steps so far changed (first snapshot vs now) and the verdict."""
@@ -270,8 +400,14 @@ class Run:
                            report_verdict)
 
     def train(self, steps: int | None = None) -> list[StepRecord]:
-        """Run ``steps`` (default ``config.epochs``) steps; returns their records."""
-        return [self.step() for _ in range(steps or self.config.epochs)]
+        """Run exactly ``steps`` (default ``config.epochs``) training steps;
+        returns their records. In scan mode a last call shorter than
+        ``steps_per_call`` compiles once more (the scan's length is static)."""
+        steps = steps or self.config.epochs
+        records: list[StepRecord] = []
+        while len(records) < steps:
+            records += self.advance(steps - len(records))
+        return records
 
     # ------------------------------------------------------------ evaluation
     def embeddings(self) -> list[np.ndarray]:
@@ -345,7 +481,37 @@ class Run:
         return {name: float(a) for name, a in zip(("train", "val", "test"), accs)}
 
     # --------------------------------------------------------------- helpers
-    def _stop(self, good_state, what: str):
+    def _stop(self, good_state, what: str, unit: str = "this step"):
         self.stepper.restore(good_state)
         raise TrainingStopped(f"{what}: training stopped and the model keeps the state from "
-                              "before this step (lower the learning rate)")
+                              f"before {unit} (lower the learning rate)")
+
+
+_MEMORY = (("argument_bytes", "argument_size_in_bytes"),
+           ("output_bytes", "output_size_in_bytes"),
+           ("temp_bytes", "temp_size_in_bytes"),
+           ("alias_bytes", "alias_size_in_bytes"))
+
+
+def memory_of(compiled) -> dict[str, int | None]:
+    """XLA's memory analysis of a compiled function (``compiled.memory_analysis()``),
+    in bytes: ``argument_bytes`` (its inputs), ``output_bytes``, ``temp_bytes``
+    (scratch buffers), ``alias_bytes`` (outputs written into donated inputs)
+    and ``peak_bytes`` (XLA's peak, or when it reports none arguments + outputs
+    + temporaries - aliased). ``None`` for what the backend does not report."""
+    try:
+        stats = compiled.memory_analysis()
+    except (NotImplementedError, RuntimeError):  # a backend without the analysis
+        stats = None
+
+    def read(attr):
+        value = getattr(stats, attr, None)
+        return None if value is None else int(value)
+
+    out = {key: read(attr) for key, attr in _MEMORY}
+    peak = read("peak_memory_in_bytes")
+    if not peak and None not in out.values():
+        peak = (out["argument_bytes"] + out["output_bytes"] + out["temp_bytes"]
+                - out["alias_bytes"])
+    out["peak_bytes"] = peak
+    return out

@@ -19,6 +19,9 @@ from typing import Any, ClassVar
 import jax
 from flax import nnx
 
+from explorer import audit
+from explorer.engine import recipe
+
 __all__ = ["STEPPERS", "Stepper", "stepper_for"]
 
 
@@ -100,17 +103,61 @@ def make_functional_step(train_step, graphdef):
     return functional_step
 
 
+# The scan mode: K training steps in ONE compiled call. It is the functional
+# pattern (split once, a pure step that merges, updates and returns the state),
+# looped K times by jax.lax.scan inside one jax.jit: one dispatch from Python and
+# one wait per K steps, and XLA compiles the whole loop. The loop cannot stop to
+# report after each step, so whatever is wanted per step is computed inside it:
+# `measure(before, after, inputs, targets)` sees each step's states, and its
+# results come back stacked with the losses, one row per step. `steps` is
+# static (it sizes the loop): each new length compiles anew, so a shorter last
+# chunk compiles once more.
+def make_scan_step(train_step, graphdef, measure):
+    def scan_step(state, inputs, targets, steps):
+        def one_step(state, _):
+            # the merged modules share `state`'s variables and the step updates
+            # them in place: measure gets a copy of the step's input state
+            before = jax.tree.map(lambda a: a, state)
+            model, optimizer = nnx.merge(graphdef, state)
+            loss = train_step(model, optimizer, inputs)
+            new_state = nnx.state((model, optimizer))
+            return new_state, (loss, measure(before, new_state, inputs, targets))
+
+        return jax.lax.scan(one_step, state, length=steps)
+
+    return jax.jit(scan_step, static_argnames="steps")
+
+
+# The accuracies of each step, measured inside the scan: the graphdef of an
+# eval-mode copy (dropout off, batch norm on its running statistics) merged with
+# the step's new state, then the pure evaluate. The same arrays with eval-mode
+# behaviour: what evaluating the model right after that step gives.
+def make_eval_measure(evaluate, model, optimizer):
+    eval_copy = nnx.clone((model, optimizer))
+    eval_copy[0].eval()
+    eval_graphdef = nnx.graphdef(eval_copy)
+
+    def accuracies(before, after, inputs, targets):
+        eval_model, _ = nnx.merge(eval_graphdef, after)
+        return evaluate(eval_model, inputs, targets)[2]
+
+    return accuracies
+
+
 class Stepper:
     """How one JIT mode runs the training step of a run.
 
     Arguments:
         train_step: the mutating step ``(model, optimizer, inputs) -> loss``.
         model, optimizer: the run's modules.
+        settings: what :meth:`settings` reads from the run's config (none for
+            most modes; the scan mode's length).
 
     Call it with the step's inputs to run one step; it returns the loss (not
-    waited for). In the script an export writes, the mode's ``make`` function
-    appears as it is, built by :attr:`script_build` and called by
-    :attr:`script_call`.
+    waited for). A mode that runs several steps per call (``steps_per_call >
+    1``) is driven by :meth:`run_steps` instead. In the script an export
+    writes, the mode's ``make`` function appears as it is, built by
+    :attr:`script_build` and called by :attr:`script_call`.
     """
 
     mode: ClassVar[str]
@@ -121,16 +168,55 @@ class Stepper:
     script_call: ClassVar[str] = "loss = step(inputs)"
     script_finish: ClassVar[str] = ""  # after the loop
     script_model: ClassVar[str] = "model"  # the model as of the last step, in the loop
+    #: more engine functions the script copies (with their comments) after ``make``
+    script_sources: ClassVar[tuple[Callable, ...]] = ()
+    #: the script's whole training loop, for a mode that the default loop (one
+    #: step per iteration, :attr:`script_call`) does not fit; ``None``: the default
+    script_loop: ClassVar[str | None] = None
     #: how the mode compiles a function of NNX modules (a lesson calls a model's
     #: own layer the way the mode calls the step)
     jit: ClassVar[Callable] = staticmethod(nnx.jit)
+    #: why the compile-vs-run panel does not compare this mode with its state
+    #: donated (``donate_argnums``); ``""``: it does (the state is an argument
+    #: of a jax.jit call that returns its replacement)
+    donation_note: ClassVar[str] = (
+        "n/a: this mode hands the modules to nnx.jit, which writes the updates back into "
+        "them; donation is compared where the state is a jax.jit argument that the call "
+        "returns replaced (functional, scan)")
+    #: training steps one call runs (the scan mode: its length K)
+    steps_per_call: int = 1
+    #: the :class:`~explorer.config.RunConfig` field this mode alone reads (the
+    #: train panel shows an input for it while the mode is chosen), its label
+    #: and its help text; ``""``: none
+    setting: ClassVar[str] = ""
+    setting_label: ClassVar[str] = ""
+    setting_help: ClassVar[str] = ""
 
-    def __init__(self, train_step, model, optimizer):
+    def __init__(self, train_step, model, optimizer, **settings):
         self.train_step, self.model, self.optimizer = train_step, model, optimizer
         self.step = type(self).make(train_step, model, optimizer)
 
+    @classmethod
+    def settings(cls, config) -> dict:
+        """The keyword arguments this mode's constructor takes from a
+        :class:`~explorer.config.RunConfig` (none by default)."""
+        return {}
+
+    @classmethod
+    def script_settings(cls, config) -> str:
+        """Lines the exported script adds to its settings for this mode."""
+        return ""
+
     def __call__(self, inputs):
         return self.step(inputs)
+
+    def run_steps(self, inputs, targets, steps: int):
+        """Run ``steps`` (at most :attr:`steps_per_call`) training steps in one
+        call: ``(losses [steps], measured)``, not waited for; ``measured`` is
+        what the mode computed per step inside the call (a dict of arrays with
+        a leading ``[steps]`` axis), ``None`` when the run measures each step
+        on the host itself."""
+        raise NotImplementedError(f"{self.mode} runs one step per call: call it")
 
     @property
     def state(self) -> Any:
@@ -149,10 +235,13 @@ class Stepper:
     def restore(self, state) -> None:
         nnx.update((self.model, self.optimizer), state)
 
-    def lowerable(self, inputs) -> tuple[Callable, tuple] | None:
+    def lowerable(self, inputs, targets=None, *, donate: bool = False
+                  ) -> tuple[Callable, tuple] | None:
         """``(fresh jitted step, its arguments)`` for JAX's ahead-of-time API:
         fresh, so that timing it neither hits nor fills the live step's cache.
-        ``None`` when the mode compiles nothing."""
+        ``None`` when the mode compiles nothing. ``donate``: the state argument
+        donated (only where :attr:`donation_note` is empty); ``targets``: the
+        evaluation targets, for a mode that measures inside its call."""
         train_step = self.train_step
 
         def fresh(*args):  # a new function object: JAX's trace cache misses
@@ -168,8 +257,9 @@ class Eager(Stepper):
     jit = staticmethod(lambda fn: fn)
     make = staticmethod(make_eager_step)
     script_build = "step = make_eager_step(train_step, model, optimizer)"
+    donation_note = "n/a: eager mode compiles nothing, so there is no call to donate to"
 
-    def lowerable(self, inputs):
+    def lowerable(self, inputs, targets=None, *, donate=False):
         return None
 
 
@@ -188,7 +278,7 @@ class NnxJitTree(Stepper):
     make = staticmethod(make_nnx_jit_tree_step)
     script_build = "step = make_nnx_jit_tree_step(train_step, model, optimizer)"
 
-    def lowerable(self, inputs):
+    def lowerable(self, inputs, targets=None, *, donate=False):
         train_step = self.train_step
 
         def fresh(*args):
@@ -204,8 +294,10 @@ class JaxJit(Stepper):
     jit = staticmethod(jax.jit)
     make = staticmethod(make_jax_jit_step)
     script_build = "step = make_jax_jit_step(train_step, model, optimizer)"
+    donation_note = ("n/a: the step returns no new state (its updates are dropped: the "
+                     "pitfall), so no output could take over the input's memory")
 
-    def lowerable(self, inputs):
+    def lowerable(self, inputs, targets=None, *, donate=False):
         train_step = self.train_step
 
         def fresh(*args):
@@ -221,27 +313,16 @@ class CachedPartial(Stepper):
     script_build = "step = make_cached_partial_step(train_step, model, optimizer)"
 
 
-class Functional(Stepper):
-    mode = "functional"
-    summary = ("nnx.split once, a jax.jit step that merges, updates and returns the state, "
-               "threaded by the loop.")
-    make = staticmethod(make_functional_step)
-    script_build = ("graphdef, state = nnx.split((model, optimizer))\n"
-                    "functional_step = make_functional_step(train_step, graphdef)")
-    script_call = "state, loss = functional_step(state, inputs)"
+class _ThreadedState(Stepper):
+    """A mode whose loop threads ``nnx.split``'s state through a pure jitted
+    function: the modules are stale until :meth:`sync`."""
+
+    donation_note = ""
     script_finish = ("# Write the threaded state back into the modules: only now does `model`\n"
                      "# hold the trained weights.\n"
                      "nnx.update((model, optimizer), state)")
     script_model = "nnx.merge(graphdef, state)[0]"
-
-    def __init__(self, train_step, model, optimizer):
-        self.train_step, self.model, self.optimizer = train_step, model, optimizer
-        graphdef, self._state = nnx.split((model, optimizer))
-        self.step = make_functional_step(train_step, graphdef)
-
-    def __call__(self, inputs):
-        self._state, loss = self.step(self._state, inputs)
-        return loss
+    _state: Any
 
     @property
     def state(self):
@@ -257,18 +338,123 @@ class Functional(Stepper):
         self._state = state
         super().restore(state)
 
-    def lowerable(self, inputs):
+
+class Functional(_ThreadedState):
+    mode = "functional"
+    summary = ("nnx.split once, a jax.jit step that merges, updates and returns the state, "
+               "threaded by the loop.")
+    make = staticmethod(make_functional_step)
+    script_build = ("graphdef, state = nnx.split((model, optimizer))\n"
+                    "functional_step = make_functional_step(train_step, graphdef)")
+    script_call = "state, loss = functional_step(state, inputs)"
+
+    def __init__(self, train_step, model, optimizer, **settings):
+        self.train_step, self.model, self.optimizer = train_step, model, optimizer
+        graphdef, self._state = nnx.split((model, optimizer))
+        self.step = make_functional_step(train_step, graphdef)
+
+    def __call__(self, inputs):
+        self._state, loss = self.step(self._state, inputs)
+        return loss
+
+    def lowerable(self, inputs, targets=None, *, donate=False):
         pure = self.step.__wrapped__
 
         def fresh(*args):
             return pure(*args)
 
-        return jax.jit(fresh), (self._state, inputs)
+        return jax.jit(fresh, donate_argnums=(0,) if donate else ()), (self._state, inputs)
+
+
+def _audited(accuracies, graphdef):
+    """The run's measure inside the scan: the accuracies, plus per variable what
+    :func:`explorer.audit.compare_snapshots` reports (the parameter-change
+    heatmap), plus whether every parameter is still finite (the NaN guard)."""
+
+    def measure(before, after, inputs, targets):
+        old, new = nnx.merge(graphdef, before), nnx.merge(graphdef, after)
+        changed, relative = audit.traced_changes(old, new)
+        return {"accuracy": accuracies(before, after, inputs, targets), "changed": changed,
+                "relative_change": relative, "finite": audit.parameters_finite(*new)}
+
+    return measure
+
+
+class Scan(_ThreadedState):
+    """Arguments (besides the step and modules): ``steps``, the length K of the
+    scan (``config.scan_steps``)."""
+
+    mode = "scan"
+    summary = ("K steps in one compiled call: the functional step looped by jax.lax.scan "
+               "inside one jax.jit; each step's loss and accuracies come back stacked.")
+    make = staticmethod(make_scan_step)
+    setting = "scan_steps"
+    setting_label = "Steps per call (K)"
+    setting_help = ("How many training steps one compiled call runs (the jax.lax.scan length). "
+                    "Each step still gets its own point on the charts: the losses and "
+                    "accuracies come back as arrays of K values, and the call's time is shared "
+                    "by its steps (that time includes each step's evaluation, which the other "
+                    "modes run outside the clock). A shorter last call (to stop exactly at the "
+                    "target) compiles once more.")
+    script_sources = (make_eval_measure,)
+    script_build = ("graphdef, state = nnx.split((model, optimizer))\n"
+                    "measure = make_eval_measure(evaluate, model, optimizer)\n"
+                    "scan_step = make_scan_step(train_step, graphdef, measure)")
+    script_call = "state, (losses, accuracy) = scan_step(state, inputs, targets, steps=steps)"
+    script_loop = """\
+step = 0
+while step < args.steps:
+    steps = min(SCAN_STEPS, args.steps - step)  # a shorter last call compiles once more
+    start = time.perf_counter()
+    state, (losses, accuracy) = scan_step(state, inputs, targets, steps=steps)
+    losses = [float(loss) for loss in losses]  # waits for the call to finish
+    ms = 1e3 * (time.perf_counter() - start) / steps  # the call's time, shared by its steps
+    for loss, (train_acc, val_acc, test_acc) in zip(losses, accuracy.tolist()):
+        step += 1
+        if not math.isfinite(loss):
+            break
+        print(f"{step:>6} {loss:>10.6f} {train_acc:>6.2f} {val_acc:>6.2f} "
+              f"{test_acc:>6.2f} {ms:>9.2f}")
+    if not math.isfinite(loss):
+        print(f"stopped: loss became {loss} at step {step} (lower the learning rate)")
+        break"""
+
+    def __init__(self, train_step, model, optimizer, *, steps: int = 10, **settings):
+        self.train_step, self.model, self.optimizer = train_step, model, optimizer
+        self.steps_per_call = steps
+        graphdef, self._state = nnx.split((model, optimizer))
+        accuracies = make_eval_measure(recipe.evaluate, model, optimizer)
+        self.step = make_scan_step(train_step, graphdef, _audited(accuracies, graphdef))
+
+    @classmethod
+    def settings(cls, config) -> dict:
+        return {"steps": getattr(config, cls.setting)}
+
+    @classmethod
+    def script_settings(cls, config) -> str:
+        return f"SCAN_STEPS = {config.scan_steps}  # training steps per compiled call"
+
+    def __call__(self, inputs):
+        raise TypeError("the scan mode runs several steps per call: use run_steps(inputs, "
+                        "targets, steps)")
+
+    def run_steps(self, inputs, targets, steps: int):
+        self._state, (losses, measured) = self.step(self._state, inputs, targets, steps=steps)
+        return losses, measured
+
+    def lowerable(self, inputs, targets=None, *, donate=False):
+        pure, steps = self.step.__wrapped__, self.steps_per_call
+
+        def fresh(state, inputs, targets):
+            return pure(state, inputs, targets, steps)
+
+        return (jax.jit(fresh, donate_argnums=(0,) if donate else ()),
+                (self._state, inputs, targets))
 
 
 #: every JIT mode, by name, in the order the UI lists them
 STEPPERS: dict[str, type[Stepper]] = {s.mode: s for s in (
-    Eager, NnxJit, JaxJit, Functional, CachedPartial, NnxJitTree)}
+    Eager, NnxJit, JaxJit, Functional, CachedPartial, NnxJitTree, Scan)}
 
 
 def stepper_for(mode: str) -> type[Stepper]:

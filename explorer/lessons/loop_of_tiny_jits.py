@@ -128,7 +128,8 @@ LESSON = Lesson(
     explanation=("Each call of a jitted function costs a dispatch from Python, and XLA can only "
                  "fuse what is inside one compiled program. Jitting every small operation "
                  "separately pays the dispatch many times per step and fuses nothing. Jit the "
-                 "whole step; for small models, `lax.scan` runs K steps in one call."),
+                 "whole step; for small models, `lax.scan` runs K steps in one call (the "
+                 "explorer's `scan` JIT mode trains its model that way)."),
     fix_label="Apply the fix: one step, or a scan",
     pitfall=_pitfall,
     fix=_fix,

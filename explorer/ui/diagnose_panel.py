@@ -22,6 +22,48 @@ def _fmt(value: float, scale: float = 1.0, digits: int = 3) -> str:
     return f"{scale * value:.{digits}g}"
 
 
+def _bytes(value: int | None) -> str:
+    """``1.25 MB`` (``n/a`` for a figure the backend did not report)."""
+    if value is None:
+        return "n/a"
+    for unit, size in (("GB", 2**30), ("MB", 2**20), ("kB", 2**10)):
+        if abs(value) >= size:
+            return f"{value / size:.3g} {unit}"
+    return f"{value} B"
+
+
+DONATION_HELP = ("What compiling the step with donate_argnums=(0,) saves of its peak memory: "
+                 "XLA may then write the new state into the old state's buffers instead of "
+                 "new ones (the old state cannot be read after the call). It applies where the "
+                 "state is a jax.jit argument that the call returns replaced: the functional "
+                 "and scan modes.")
+
+
+def _memory(c: dict) -> None:
+    """XLA's memory analysis of the compiled step, and what donating the state saves."""
+    cols = st.columns(5)
+    cols[0].metric("Arguments", _bytes(c.get("argument_bytes")),
+                   help="What one call takes in: the parameters, optimizer state and RNG, "
+                        "and the graph's arrays.")
+    cols[1].metric("Outputs", _bytes(c.get("output_bytes")),
+                   help="What one call returns (the new state, the loss, and in scan mode "
+                        "each step's measurements).")
+    cols[2].metric("Temporaries", _bytes(c.get("temp_bytes")),
+                   help="XLA's scratch buffers inside the call: activations, gradients.")
+    cols[3].metric("Peak", _bytes(c.get("peak_bytes")),
+                   help="XLA's peak memory of one call (its memory analysis).")
+    saves, note = c.get("donation_saves_bytes"), c.get("donation_note", "")
+    if saves is None:
+        cols[4].metric("Donation saves", "n/a", help=f"{note}. {DONATION_HELP}")
+        if "ignores donation" in note:
+            st.caption(note)
+    else:
+        cols[4].metric("Donation saves", _bytes(saves), help=(
+            f"With the state donated the peak falls from {_bytes(c.get('peak_bytes'))} to "
+            f"{_bytes(c.get('donated_peak_bytes'))}; {_bytes(c.get('donated_alias_bytes'))} of "
+            f"outputs are written into the donated inputs. {DONATION_HELP}"))
+
+
 def _audit(ws: Workspace) -> None:
     report = ws.audit()
     verdict_banner(report)
@@ -48,14 +90,15 @@ def _heatmap(ws: Workspace) -> None:
 def _compile(ws: Workspace) -> None:
     info = ws.retrace_info()
     history = ws.run.history if ws.run else []
-    first = next((r.wall_s for r in history if r.traced), math.nan)
+    first = next((r.call_wall_s for r in history if r.traced), math.nan)
     steady = ws.run.steady_step_ms(window=20) if ws.run else math.nan
     cols = st.columns(4)
     cols[0].metric("Traces", info["traces"], help="How often the step was traced (and "
                    "compiled). More than one means retraces.")
     cols[1].metric("First call", f"{_fmt(first)} s", help="Trace + compile + run.")
     cols[2].metric("Steady step", f"{_fmt(steady)} ms", help="Median of the last 20 steps "
-                   "that reused the compiled step.")
+                   "that reused the compiled step (in scan mode: a call's time shared by its "
+                   "K steps).")
     cols[3].metric("Compile / step", _fmt(first / (steady / 1e3), 1, 3),
                    help="How many steady steps one compilation costs.")
     st.plotly_chart(plots.step_time_figure(
@@ -83,10 +126,11 @@ def _compile(ws: Workspace) -> None:
                        f"{_fmt(c['compile_s'])} s · first call {_fmt(c['first_call_s'])} s · "
                        f"steady step {_fmt(c['steady_step_ms'])} ms "
                        f"(measured after {c['steps']} steps)")
+            _memory(c)
 
 
 def _race(ws: Workspace) -> None:
-    st.caption("Every JIT mode from the same initial weights on the current graph. Four "
+    st.caption("Every JIT mode from the same initial weights on the current graph. Their "
                "curves fall together; jax.jit stays flat.")
     cols = st.columns([1, 1, 2], vertical_alignment="bottom")
     steps = cols[0].number_input("Steps", min_value=2, max_value=500, value=30, key="d_steps")
@@ -109,11 +153,22 @@ def _race(ws: Workspace) -> None:
     table = pd.DataFrame([{
         "mode": e.mode, "trace + lower (s)": _fmt(e.trace_lower_s),
         "XLA compile (s)": _fmt(e.compile_s), "first call (s)": _fmt(e.first_call_s),
-        "median step (ms)": _fmt(e.median_step_ms),
+        "median step (ms)": _fmt(e.median_step_ms), "peak memory": _bytes(e.peak_bytes),
+        "donation saves": _bytes(e.donation_saves_bytes),
         "final loss": _fmt(e.losses[-1] if e.losses else math.nan, digits=5),
         "params changed": f"{e.params_changed} of {e.params_total}",
         "verdict": e.verdict.upper()} for e in result])
-    st.dataframe(table, hide_index=True, width="stretch")
+    st.dataframe(table, hide_index=True, width="stretch", column_config={
+        "peak memory": st.column_config.TextColumn(
+            help="XLA's peak memory of one compiled call of the mode's step."),
+        "donation saves": st.column_config.TextColumn(help=DONATION_HELP + " n/a elsewhere: "
+                                                      "see the notes below the table.")})
+    notes = {}
+    for e in result:
+        if e.donation_note:
+            notes.setdefault(e.donation_note, []).append(e.mode)
+    for note, modes in notes.items():
+        st.caption(f"Donation saves, {', '.join(modes)}: {note}.")
     st.plotly_chart(plots.timing_figure([e.row() for e in result]), key="d_race_timing",
                     config={"displaylogo": False})
     frozen = [e.mode for e in result if e.verdict == "frozen"]

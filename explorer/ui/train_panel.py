@@ -20,6 +20,7 @@ import numpy as np
 import streamlit as st
 
 from explorer import plots
+from explorer.config import LIMITS
 from explorer.engine import STEPPERS
 from explorer.export import script_for
 from explorer.ui.common import answer_due, interaction_waiting, plain, verdict_banner
@@ -63,6 +64,26 @@ _S = st.session_state
 
 def _set_mode(ws: Workspace) -> None:
     ws.set_config(ws.config.replace(mode=_S.t_mode))
+
+
+def _set_mode_setting(ws: Workspace, field: str) -> None:
+    value = _S.get(f"t_{field}")
+    if value is not None:
+        ws.set_config(ws.config.replace(**{field: int(value)}))
+
+
+def _mode_setting(ws: Workspace) -> None:
+    """The input for the setting only the chosen mode reads (the scan's K)."""
+    stepper = ws.config.stepper
+    field = stepper.setting
+    if not field:
+        return
+    key, bound = f"t_{field}", LIMITS[field]
+    if _S.get(key) != getattr(ws.config, field):
+        _S[key] = getattr(ws.config, field)
+    st.number_input(stepper.setting_label, min_value=int(bound.low), max_value=int(bound.high),
+                    step=1, key=key, help=stepper.setting_help, on_change=_set_mode_setting,
+                    args=(ws, field))
 
 
 def _speed() -> Speed:
@@ -120,9 +141,11 @@ def _live(ws: Workspace, token: int) -> None:
         cols[0].metric("Loss", f"{last.loss:.4f}")
         _accuracy_metric(cols[1], "train", last.train_acc, sizes["train"], unit)
         _accuracy_metric(cols[2], "test", last.test_acc, sizes["test"], unit)
-        st.caption(f"Last step {1e3 * last.wall_s:.3g} ms (synced wall time) · traces so far: "
-                   f"{last.trace_count}" + (f" · this step traced: {last.trace_cause}"
-                                            if last.traced else ""))
+        call = (f"; one call ran {last.call_steps} steps in {1e3 * last.call_wall_s:.3g} ms"
+                if last.call_steps > 1 else "")
+        st.caption(f"Last step {1e3 * last.wall_s:.3g} ms (synced wall time{call}) · traces "
+                   f"so far: {last.trace_count}" + (f" · this step traced: {last.trace_cause}"
+                                                    if last.traced else ""))
     if ws.error:
         st.error(plain(ws.error), icon=":material/block:")
     hint = ws.training_hint()
@@ -185,6 +208,7 @@ def render(ws: Workspace) -> None:
     st.radio("JIT mode", list(STEPPERS), key="t_mode", horizontal=True,
              on_change=_set_mode, args=(ws,))
     st.caption(ws.config.stepper.summary)
+    _mode_setting(ws)
     cols = st.columns(4)
     stretch = {"width": "stretch"}
     cols[0].button("Play", key="t_play", icon=":material/play_arrow:", on_click=ws.play,

@@ -66,8 +66,9 @@ def test_step_in_each_mode_and_the_verdict(at, mode):
     at.button(key="t_step").click().run()
     at.button(key="t_step").click().run()
     _ok(at)
-    assert _ws(at).steps_done == 2 and _ws(at).config.mode == mode
-    assert "Step 2 of 100" in at.get("progress")[0].proto.text
+    steps = 2 * _ws(at).run.stepper.steps_per_call  # a click: one call (scan: K steps)
+    assert _ws(at).steps_done == steps and _ws(at).config.mode == mode
+    assert f"Step {steps} of 100" in at.get("progress")[0].proto.text
     banners = _texts(at.error) + _texts(at.success)
     if mode == "jax.jit":
         assert "FROZEN" in _texts(at.error) and "nnx.jit" in _texts(at.error)
@@ -184,6 +185,11 @@ def test_race_tab_races_every_mode(at):
     table = at.dataframe[-1].value
     assert list(table["mode"]) == list(STEPPERS)
     assert dict(zip(table["mode"], table["verdict"]))["jax.jit"] == "FROZEN"
+    saves = dict(zip(table["mode"], table["donation saves"]))
+    assert saves["nnx.jit"] == saves["eager"] == "n/a" and saves["functional"] != "n/a"
+    assert "B" in saves["scan"] and "B" in dict(zip(table["mode"], table["peak memory"]))[
+        "nnx.jit"]
+    assert "Donation saves, jax.jit: n/a: the step returns no new state" in _texts(at.caption)
 
 
 def test_compile_tab_measures_and_names_a_retrace(at):
@@ -383,3 +389,35 @@ def test_an_unlabelled_drawing_shows_why_it_has_nothing_to_learn(at):
     at.button(key="t_step").click().run()
     _ok(at)
     assert "Nothing to learn from: no node has a label" in _texts(at.warning)
+
+
+def test_scan_steps_input_shows_only_in_scan_mode_and_sets_k(at):
+    assert not [n for n in at.number_input if n.key == "t_scan_steps"]
+    at.radio(key="t_mode").set_value("scan").run()
+    _ok(at)
+    ws = _ws(at)
+    assert at.number_input(key="t_scan_steps").value == 10
+    at.number_input(key="t_scan_steps").set_value(4).run()
+    _ok(at)
+    assert ws.config.scan_steps == 4 and ws.run.stepper.steps_per_call == 4
+    at.button(key="t_step").click().run()
+    _ok(at)
+    assert ws.steps_done == 4 and "one call ran 4 steps" in _texts(at.caption)
+    at.radio(key="t_mode").set_value("functional").run()
+    _ok(at)
+    assert not [n for n in at.number_input if n.key == "t_scan_steps"]
+    assert ws.config.scan_steps == 4  # kept (and in the link) for a return to scan
+
+
+@pytest.mark.parametrize("mode, saves", [("functional", "B"), ("nnx.jit", "n/a")])
+def test_compile_tab_shows_memory_and_what_donation_saves(at, mode, saves):
+    at.radio(key="t_mode").set_value(mode).run()
+    at.button(key="t_step").click().run()
+    at.button(key="d_measure").click().run()
+    _ok(at)
+    assert _metric(at, "Peak").endswith("B") and _metric(at, "Arguments").endswith("B")
+    assert saves in _metric(at, "Donation saves")
+    help_text = next(m.help for m in at.metric if m.label == "Donation saves")
+    assert "donate_argnums=(0,)" in help_text
+    if mode == "nnx.jit":
+        assert help_text.startswith("n/a: this mode hands the modules to nnx.jit")

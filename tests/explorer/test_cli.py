@@ -58,13 +58,38 @@ def test_bad_arguments_exit_2_with_one_line(argv, message, capsys):
 
 
 def test_compare_one_row_per_mode():
-    code, text = run_cli("compare", "--epochs", "3")
-    rows = text.strip().splitlines()[1:]
+    code, text = run_cli("compare", "--epochs", "3", "--scan-steps", "2")
+    lines = text.strip().splitlines()
+    header, rows, notes = lines[0], lines[1:8], lines[8:]
     assert code == 0 and [r.split()[0] for r in rows] == [
-        "eager", "nnx.jit", "jax.jit", "functional", "cached_partial", "nnx.jit(graph=False)"]
+        "eager", "nnx.jit", "jax.jit", "functional", "cached_partial", "nnx.jit(graph=False)",
+        "scan"]
     verdicts = {r.split()[0]: r.split()[-1] for r in rows}
     assert verdicts["jax.jit"] == "frozen"
     assert all(v == "training" for m, v in verdicts.items() if m != "jax.jit")
+    # memory: XLA's peak of one call, and what donating the state saves of it
+    assert "peak MB" in header and "donated MB" in header
+    columns = {r.split()[0]: r.split()[5:7] for r in rows}
+    assert columns["eager"] == ["n/a", "n/a"]
+    for mode in ("nnx.jit", "jax.jit", "cached_partial", "functional", "scan"):
+        assert float(columns[mode][0]) > 0
+    assert float(columns["functional"][1]) > 0 and float(columns["scan"][1]) > 0
+    assert columns["nnx.jit"][1] == columns["jax.jit"][1] == "n/a"
+    assert any(n.startswith("donated MB of jax.jit: n/a: the step returns no new state")
+               for n in notes)
+    assert any(n.startswith("donated MB of nnx.jit, cached_partial, nnx.jit(graph=False): "
+                            "n/a") for n in notes)
+
+
+def test_train_in_scan_mode_prints_every_step_and_why_each_call_traced():
+    code, text = run_cli("train", "--mode", "scan", "--scan-steps", "3", "--epochs", "4",
+                         "--every", "1")
+    rows = [ln.split() for ln in text.splitlines() if ln.split() and ln.split()[0].isdigit()]
+    assert code == 0 and [r[0] for r in rows] == ["1", "2", "3", "4"]
+    assert "yes: first call" in text and "yes: a new scan length: 1 step in this call" in text
+    assert text.strip().splitlines()[-1].startswith("verdict: training")
+    code, _ = run_cli("train", "--mode", "scan", "--scan-steps", "0")
+    assert code == 2
 
 
 def test_module_entry_point_runs_as_a_subprocess():

@@ -34,6 +34,9 @@ def test_round_trip_through_plain_json():
     ({"difficulty": 2}, "difficulty"),
     ({"features": "colour"}, "features"),
     ({"epochs": 10**9}, "epochs"),
+    ({"scan_steps": 0}, "scan_steps"),
+    ({"scan_steps": 1001}, "scan_steps"),
+    ({"scan_steps": 2.5}, "scan_steps"),
 ])
 def test_bad_fields_are_named(data, field):
     with pytest.raises(ValueError, match=f"config field '{field}'".replace("[", "\\[")
@@ -46,3 +49,10 @@ def test_bad_json():
         RunConfig.from_json("{mode: 1")
     with pytest.raises(ValueError, match="JSON object"):
         RunConfig.from_dict([1, 2])
+
+
+def test_scan_steps_default_and_round_trip():
+    assert RunConfig().scan_steps == 10
+    config = RunConfig(mode="scan", scan_steps=1000)
+    assert RunConfig.from_json(config.to_json()) == config
+    assert RunConfig(scan_steps=1).scan_steps == 1

@@ -1,4 +1,6 @@
-"""The engine's five JIT modes: the pitfall reproduced, the fixes training."""
+"""The engine's JIT modes: the pitfall reproduced, the fixes training."""
+
+import re
 
 import jax
 import numpy as np
@@ -12,7 +14,8 @@ from explorer.export import script_for
 from explorer.race import race
 from gnncore import Graph
 
-WORKING = ["eager", "nnx.jit", "functional", "cached_partial"]
+WORKING = ["eager", "nnx.jit", "functional", "cached_partial", "nnx.jit(graph=False)",
+           "scan"]
 STEPS = 20
 
 
@@ -70,7 +73,9 @@ def test_trace_count(runs, mode):
     else:
         assert counts == [1] * STEPS
         assert [r.traced for r in run.history] == [True] + [False] * (STEPS - 1)
-        assert [r.cache_hit for r in run.history] == [False] + [True] * (STEPS - 1)
+        first_call = run.stepper.steps_per_call  # scan: K steps ran in the traced call
+        assert [r.cache_hit for r in run.history] == (
+            [False] * first_call + [True] * (STEPS - first_call))
 
 
 def test_same_config_and_seed_give_bit_identical_losses():
@@ -175,7 +180,7 @@ def test_set_graph_rejects_a_different_feature_width():
 
 @pytest.mark.parametrize("mode", list(STEPPERS))
 def test_compile_breakdown_and_timing_lesson(mode):
-    run = Run(RunConfig(mode=mode, epochs=4))
+    run = Run(RunConfig(mode=mode, epochs=4, scan_steps=2))
     run.train()
     losses = [r.loss for r in run.history]
     breakdown = run.compile_breakdown()
@@ -183,7 +188,7 @@ def test_compile_breakdown_and_timing_lesson(mode):
         assert breakdown is None
     else:
         assert breakdown["trace_lower_s"] > 0 and breakdown["compile_s"] > 0
-        assert breakdown["first_call_s"] == run.history[0].wall_s
+        assert breakdown["first_call_s"] == run.history[0].call_wall_s
         assert breakdown["steady_step_ms"] > 0
         assert run.trace_count == 1  # the AOT measurement is not a retrace
     timing = run.naive_timing(2)
@@ -327,3 +332,148 @@ def test_a_new_mode_is_one_stepper_in_the_table(monkeypatch):
     assert _Twice.mode in _parser().parse_args(["train", "--mode", _Twice.mode]).mode
     script = script_for(config)
     assert _Twice.summary in script and "step = make_nnx_jit_step(" in script
+
+
+# ------------------------------------------------------------------ scan mode
+def _assert_same_records(scan, functional, noisy=()):
+    """Two runs' records and per-step variable changes agree (float tolerance;
+    for the ``noisy`` variables, only whether they changed)."""
+    assert len(scan.history) == len(functional.history)
+    for a, b in zip(scan.history, functional.history):
+        assert a.step == b.step
+        assert a.loss == pytest.approx(b.loss, abs=1e-5)
+        assert (a.train_acc, a.val_acc, a.test_acc) == pytest.approx(
+            (b.train_acc, b.val_acc, b.test_acc), abs=1e-6)
+    assert len(scan.changes) == len(functional.changes) == len(scan.history)
+    for step_a, step_b in zip(scan.changes, functional.changes):
+        assert [(c.path, c.kind) for c in step_a] == [(c.path, c.kind) for c in step_b]
+        for a, b in zip(step_a, step_b):
+            assert a.changed == b.changed, (a, b)
+            if a.path not in noisy:
+                assert a.relative_change == pytest.approx(b.relative_change, rel=1e-5,
+                                                          abs=1e-6), (a, b)
+
+
+# The bias of the conv before a BatchNorm has a zero gradient up to rounding, and
+# rounding differs between any two compiled programs: with Adam it takes
+# full-size steps on that noise (so BatchNorm runs with SGD, as in
+# test_bucket_padding_keeps_results_and_stops_retracing), and even with SGD its
+# relative change is noise over noise; only whether it changed is compared.
+@pytest.mark.parametrize("extras, noisy", [
+    ({}, ()),
+    ({"batch_norm": True, "dropout": 0.5, "optimizer": "sgd", "learning_rate": 0.05},
+     ("gnn/convs/0/bias",))])
+def test_scan_records_are_the_functional_steps_one_by_one(extras, noisy):
+    """K steps in one call, unrolled: each record and each step's variable
+    changes are those of the functional mode's steps from the same seed."""
+    config = RunConfig(mode="scan", scan_steps=3, epochs=7, **extras)
+    scan = Run(config)
+    records = scan.advance()
+    assert len(records) == 3 and scan.history == records
+    assert (records[-1].train_acc, records[-1].val_acc, records[-1].test_acc) == \
+        pytest.approx(tuple(scan.accuracies().values()), abs=1e-6)  # eval after the call
+    scan.train(4)  # 3 + a last call of 1: exactly the steps asked for
+    functional = Run(config.replace(mode="functional"))
+    functional.train(7)
+    _assert_same_records(scan, functional, noisy)
+    # the changes are each step's own, not the call's total repeated
+    first = [c.relative_change for c in scan.changes[0] if c.kind == "parameter"]
+    second = [c.relative_change for c in scan.changes[1] if c.kind == "parameter"]
+    assert first != second
+    for a, b in zip(params(scan), params(functional)):
+        np.testing.assert_allclose(a, b, atol=1e-5)
+    assert scan.audit().verdict.status == "training"
+
+
+def test_scan_records_share_the_call_time_and_say_which_call_traced():
+    run = Run(RunConfig(mode="scan", scan_steps=4, epochs=10))
+    run.train()
+    h = run.history
+    assert [r.call_steps for r in h] == [4] * 8 + [2] * 2
+    assert [r.traced for r in h] == [True] + [False] * 7 + [True, False]
+    assert [r.call_traced for r in h] == [True] * 4 + [False] * 4 + [True] * 2
+    assert h[0].trace_cause == "first call"
+    assert h[8].trace_cause.startswith("a new scan length: 2 steps in this call instead of 4")
+    assert [r.trace_count for r in h] == [1] * 8 + [2] * 2
+    assert len({r.wall_s for r in h[:4]}) == 1 and h[0].call_wall_s == pytest.approx(
+        4 * h[0].wall_s)
+    # the steady time counts only the untraced call, per training step
+    assert run.steady_step_ms() == pytest.approx(1e3 * h[4].wall_s)
+    timing = run.naive_timing(1)
+    assert timing["synced_s"] > 0 and len(run.history) == 10
+
+
+def test_scan_nan_stops_and_keeps_the_state_from_before_the_call():
+    run = Run(RunConfig(mode="scan", scan_steps=4, learning_rate=1e12, optimizer="sgd",
+                        weight_decay=0.0, epochs=50))
+    reference = Run(run.config.replace(mode="functional"))
+    with pytest.raises(TrainingStopped) as stopped:
+        for _ in range(50):
+            before, done = params(run), len(run.history)
+            run.step()
+    message = str(stopped.value)
+    with pytest.raises(TrainingStopped) as expected:
+        reference.train(50)
+    what, bad_step = re.search(r"(\w+) became .* at step (\d+)", str(expected.value)).groups()
+    assert re.search(f"{what} became .* at step {bad_step} "
+                     fr"\(in the call of steps {done + 1} to {done + 4}\)", message), message
+    assert "keeps the state from before this call" in message
+    assert len(run.history) == done and len(run.changes) == done
+    for a, b in zip(before, params(run)):
+        np.testing.assert_array_equal(a, b)
+
+
+def _param_bytes(run) -> int:
+    return sum(v.nbytes for v in params(run))
+
+
+@pytest.mark.parametrize("mode", list(STEPPERS))
+def test_compile_breakdown_reports_memory_and_what_donation_saves(mode):
+    run = Run(RunConfig(mode=mode, epochs=2, scan_steps=2))
+    run.train()
+    info = run.compile_breakdown()
+    if mode == "eager":
+        assert info is None and "n/a" in STEPPERS[mode].donation_note
+        return
+    for key in ("argument_bytes", "output_bytes", "peak_bytes"):
+        assert info[key] > 0, key
+    assert info["temp_bytes"] >= 0 and info["alias_bytes"] == 0  # nothing donated here
+    # the step takes every parameter (twice over with Adam's moments, and the inputs)
+    assert info["argument_bytes"] >= 3 * _param_bytes(run)
+    assert info["peak_bytes"] <= (info["argument_bytes"] + info["output_bytes"]
+                                  + info["temp_bytes"])
+    if STEPPERS[mode].donation_note:  # the modes that do not thread the state
+        assert info["donation_note"].startswith("n/a")
+        assert info["donation_saves_bytes"] is None and info["donated_peak_bytes"] is None
+        return
+    # functional and scan: the CPU backend honours donation (jax 0.10): the new
+    # state is written into the old one's buffers, which saves one state's bytes
+    assert info["donation_note"] == ""
+    assert info["donated_alias_bytes"] >= 3 * _param_bytes(run)
+    assert info["donation_saves_bytes"] == info["peak_bytes"] - info["donated_peak_bytes"] > 0
+    assert info["donation_saves_bytes"] >= _param_bytes(run)
+    assert run.trace_count == 1  # neither compile counted as a retrace
+
+
+def test_memory_of_copes_with_a_backend_without_the_analysis():
+    from explorer.engine.run import memory_of
+
+    class NoAnalysis:
+        def memory_analysis(self):
+            return None
+
+    assert memory_of(NoAnalysis()) == dict.fromkeys(
+        ("argument_bytes", "output_bytes", "temp_bytes", "alias_bytes", "peak_bytes"))
+
+
+def test_a_donation_the_backend_ignores_is_said_not_faked(monkeypatch):
+    from explorer.engine import run as run_module
+
+    real = run_module.memory_of
+    monkeypatch.setattr(run_module, "memory_of",
+                        lambda compiled: {**real(compiled), "alias_bytes": 0})
+    run = Run(RunConfig(mode="functional", epochs=1))
+    run.train()
+    info = run.compile_breakdown()
+    assert info["donation_saves_bytes"] is None
+    assert info["donation_note"] == "the CPU backend ignores donation: no buffer was aliased"

@@ -8,6 +8,7 @@ while they work.
 """
 
 import ast
+import inspect
 import io
 import os
 import subprocess
@@ -21,7 +22,7 @@ from explorer import export
 from explorer.cli import main
 from explorer.config import LayerConfig, RunConfig
 from explorer.drawing import Drawing
-from explorer.engine import STEPPERS, Run
+from explorer.engine import STEPPERS, Run, steppers
 from explorer.export import script_for
 from explorer.graphio import load_graph_file
 from gnncore import Graph
@@ -86,6 +87,12 @@ CASES = {
                           None, 8, []),
     "tree_mode": (RunConfig(mode="nnx.jit(graph=False)", dropout=0.5, epochs=STEPS,
                             layers=(LayerConfig("gcn", 4),)), None, None, []),
+    # K=2 over 3 steps: a call of 2, then a shorter one of 1 (both in the engine and the
+    # script); batch norm and dropout: each step's eval-mode accuracies come from the scan
+    "scan_bn": (RunConfig(mode="scan", scan_steps=2, dropout=0.5, batch_norm=True,
+                          optimizer="sgd", learning_rate=0.05, epochs=STEPS,
+                          layers=(LayerConfig("gcn", 8), LayerConfig("gcn", 4))),
+                None, None, []),
     "graph_task": (RunConfig(graph="triangle", features="degree_one_hot", batch_norm=True,
                              norm="graph", pool="sum", epochs=STEPS), None, None, []),
 }
@@ -184,8 +191,9 @@ def test_each_script_writes_out_only_its_mode(scripts):
     markers = {"nnx.jit": "jitted_step = nnx.jit(train_step)",
                "jax.jit": "jitted_step = jax.jit(train_step)",
                "cached_partial": "nnx.cached_partial(",
-               "functional": "graphdef, state = nnx.split((model, optimizer))",
-               "nnx.jit(graph=False)": "jitted_step = nnx.jit(train_step, graph=False)"}
+               "functional": "functional_step = make_functional_step(train_step, graphdef)",
+               "nnx.jit(graph=False)": "jitted_step = nnx.jit(train_step, graph=False)",
+               "scan": "scan_step = make_scan_step(train_step, graphdef, measure)"}
     for name, (config, _, text, _) in scripts.items():
         config = config or RunConfig(mode="jax.jit")  # the CLI case
         code = "\n".join(ln for ln in text.splitlines() if not ln.lstrip().startswith("#"))
@@ -195,6 +203,13 @@ def test_each_script_writes_out_only_its_mode(scripts):
     for call in ("nnx.merge(graphdef, state)", "return nnx.state((model, optimizer)), loss",
                  "nnx.update((model, optimizer), state)"):
         assert call in functional
+    scan = scripts["scan_bn"][2]  # the engine's own scan step and measure, as they are
+    for source in (inspect.getsource(steppers.make_scan_step),
+                   inspect.getsource(steppers.make_eval_measure)):
+        assert source in scan
+    assert "SCAN_STEPS = 2  # training steps per compiled call" in scan
+    assert "scan_step(state, inputs, targets, steps=steps)" in scan
+    assert "nnx.update((model, optimizer), state)" in scan
 
 
 def test_header_and_data_are_readable(scripts):

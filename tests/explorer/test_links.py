@@ -30,6 +30,7 @@ CONFIGS = [
               optimizer="sgd", bucket_padding=True, epochs=7, train_per_class=2),
     RunConfig(graph="triangle", features="degree", pool="sum", head=True,
               layers=(LayerConfig("gin", 32),)),
+    RunConfig(mode="scan", scan_steps=25),
 ]
 
 
@@ -45,6 +46,12 @@ def test_settings_round_trip(config):
     link = decode(params)
     assert link.config == config and link.notices == () and link.drawing is None
     assert encode(RunConfig()) == {}  # defaults are not written
+
+
+def test_scan_steps_are_written_only_when_they_differ_from_the_default():
+    assert encode(RunConfig(mode="scan")) == {"mode": "scan"}
+    assert encode(RunConfig(mode="scan", scan_steps=3)) == {"mode": "scan", "scan_steps": "3"}
+    assert decode({"mode": "scan", "scan_steps": "3"}).config.scan_steps == 3
 
 
 def test_a_drawn_graph_round_trips_compactly():
@@ -98,6 +105,8 @@ def test_tampered_links_fall_back_with_a_notice(params, message):
     ({"epochs": "0"}, "epochs", 1, "epochs: 0 is below the limit"),
     ({"train_per_class": "10000000"}, "train_per_class", 1000, "train_per_class: 10000000"),
     ({"weight_decay": "-1"}, "weight_decay", 0.0, "weight_decay: -1 is below the limit"),
+    ({"scan_steps": "5000"}, "scan_steps", 1000,
+     "scan_steps: 5000 is above the limit (an integer from 1 to 1000), 1000 used"),
 ])
 def test_out_of_range_numbers_are_clamped_with_a_notice_naming_the_limit(params, field, kept,
                                                                           notice):

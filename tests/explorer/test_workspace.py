@@ -55,6 +55,22 @@ def test_play_ticks_until_the_target_then_stops(ws):
     assert ws.target_steps == 24 and ws.tick(token) == 5
 
 
+def test_scan_mode_ticks_whole_calls_and_never_passes_the_target_or_the_tick():
+    ws = Workspace(RunConfig(dropout=0.0, mode="scan", scan_steps=4, epochs=10))
+    ws.steps_per_tick, ws.tick_budget_s = 6, 60.0
+    token = ws.play()
+    assert ws.tick(token) == 4  # the call that compiled: its points show at once
+    assert ws.tick(token) == 6  # a call of 4, then one of 2: the target, not past it
+    assert ws.steps_done == 10 and not ws.playing and ws.tick(token) == 0
+    assert [r.call_steps for r in ws.run.history] == [4] * 8 + [2] * 2
+    ws.set_config(ws.config.replace(epochs=100))
+    ws.steps_per_tick = 3
+    token = ws.play()
+    assert ws.tick(token) == 3  # the tick's limit: one call of 3
+    record = ws.step()  # one call: K steps
+    assert ws.steps_done == 7 and record.step == 7 and record.call_steps == 4
+
+
 def test_tick_respects_the_time_budget():
     ws = Workspace(RunConfig(epochs=100_000), tick_budget_s=0.05)
     token = ws.play()
@@ -311,19 +327,28 @@ def test_workspaces_share_nothing():
 
 
 def test_race_starts_every_mode_from_the_same_weights():
-    entries = race(RunConfig(dropout=0.0), steps=4)
+    entries = race(RunConfig(dropout=0.0, scan_steps=2), steps=4)  # scan: two calls
     assert [e.mode for e in entries] == list(STEPPERS)
     by_mode = {e.mode: e for e in entries}
     assert by_mode["jax.jit"].verdict == "frozen"
     assert len(set(by_mode["jax.jit"].losses)) == 1
     first = {e.losses[0] for e in entries}
     assert max(first) - min(first) < 1e-5  # same initial weights, same first loss
-    for mode in ("eager", "nnx.jit", "functional", "cached_partial"):
+    for mode in ("eager", "nnx.jit", "functional", "cached_partial", "nnx.jit(graph=False)",
+                 "scan"):
         e = by_mode[mode]
         assert e.verdict == "training" and e.params_changed == e.params_total
         np.testing.assert_allclose(e.losses, by_mode["nnx.jit"].losses, rtol=1e-4)
     assert np.isnan(by_mode["eager"].compile_s) and by_mode["nnx.jit"].compile_s > 0
     assert all(e.median_step_ms > 0 for e in entries)
+    assert by_mode["scan"].first_call_s > by_mode["scan"].median_step_ms / 1e3
+    assert all(e.peak_bytes > 0 for e in entries if e.mode != "eager")
+    assert [e.mode for e in entries if e.donation_saves_bytes] == ["functional", "scan"]
+    assert all(e.donation_note.startswith("n/a") for e in entries
+               if e.mode not in ("functional", "scan"))
+    # a scan race no longer than one call has no steady step: not a number, not a guess
+    single = race(RunConfig(dropout=0.0, scan_steps=10), steps=4, modes=["scan"])[0]
+    assert np.isnan(single.median_step_ms) and len(single.losses) == 4
 
 
 def test_workspace_race_needs_a_graph_and_reports_progress(ws):
