@@ -16,6 +16,8 @@ passed off as a fast compiler.
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import logging
 import os
 import threading
@@ -24,7 +26,7 @@ from pathlib import Path
 import jax
 from jax import monitoring
 
-__all__ = ["ENV", "cache_dir", "enable", "enabled", "hits"]
+__all__ = ["ENV", "cache_dir", "compile_cold", "enable", "enabled", "hits"]
 
 ENV = "EXPLORER_COMPILATION_CACHE"
 _OFF = {"off", "0", "false", "no", "none"}
@@ -34,6 +36,7 @@ log = logging.getLogger("explorer")
 _lock = threading.Lock()
 _local = threading.local()  # per thread: a session's script thread counts its own hits
 _state: dict = {"dir": None, "listening": False}  # process-wide JAX config, no session data
+_salts = itertools.count(1)  # process-wide: makes each cold compile's cache key unique
 
 
 def cache_dir() -> Path | None:
@@ -88,3 +91,30 @@ def hits() -> int:
 def _count(event: str, **kwargs) -> None:
     if event == _HIT:
         _local.hits = getattr(_local, "hits", 0) + 1
+
+
+def compile_cold(lowered):
+    """``lowered.compile()`` through XLA even when the cache holds the program
+    (the compile-vs-run panel measures the compiler, and the live step has
+    usually just written its program to the cache), and without adding an
+    entry. Returns ``(compiled, cached)``; ``cached`` is True only if the cache
+    answered after all (then the time measured is a read, and the caller says
+    so).
+
+    How: a debug option that does nothing unless XLA dumps its passes
+    (``xla_dump_max_hlo_modules``; nothing is dumped) gets a value no other
+    compile used, so the cache key is new, and the entry is not written
+    (JAX's minimum compile time to write one is raised for this thread)."""
+    if _state["dir"] is None:  # no cache: every compile is cold anyway
+        return lowered.compile(), False
+    options = {"xla_dump_max_hlo_modules": -1 - next(_salts)}
+    try:  # JAX's thread-local setting (not re-exported publicly; pinned jax)
+        from jax._src import config as jax_config
+
+        no_write = jax_config.persistent_cache_min_compile_time_secs(float("inf"))
+    except (ImportError, AttributeError):  # pragma: no cover - another jax
+        no_write = contextlib.nullcontext()
+    before = hits()
+    with no_write:
+        compiled = lowered.compile(compiler_options=options)
+    return compiled, hits() > before

@@ -79,3 +79,44 @@ def test_the_app_script_turns_it_on(tmp_path):
                          text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.split() == [str(tmp_path / "app-cache")] * 2
+
+
+# The compile-vs-run measurement with the cache on, after the live step wrote its
+# program there: XLA still compiles (a read would take a fraction of the time),
+# and the measurement adds no entry.
+MEASURE = """
+import json, os, time
+from explorer import compile_cache
+cache = compile_cache.enable()
+from explorer.config import RunConfig
+from explorer.engine import Run
+run = Run(RunConfig(mode="nnx.jit"))
+run.train(2)
+files = set(os.listdir(cache))
+first = run.compile_breakdown()
+second = run.compile_breakdown()
+new_files = sorted(set(os.listdir(cache)) - files)
+fn, args = run.stepper.lowerable(run.inputs, run.task.targets)
+fn.trace(*args).lower().compile()  # the ordinary path: compiles and writes the entry...
+fn, args = run.stepper.lowerable(run.inputs, run.task.targets)  # a new function: no
+lowered = fn.trace(*args).lower()  # in-memory cache, the persistent one answers
+hits = compile_cache.hits()
+start = time.perf_counter()
+lowered.compile()  # ...which the next compile of the same program reads back
+read_s = time.perf_counter() - start
+print(json.dumps({"cached": [first["compile_cached"], second["compile_cached"]],
+                  "compile_s": [first["compile_s"], second["compile_s"]], "read_s": read_s,
+                  "new_files": new_files, "hits": compile_cache.hits() - hits}))
+"""
+
+
+def test_the_compile_measurement_runs_xla_and_writes_nothing(tmp_path):
+    env = _env(**{compile_cache.ENV: str(tmp_path / "cache")})
+    out = subprocess.run([sys.executable, "-c", MEASURE], cwd=REPO, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["cached"] == [False, False]
+    assert got["new_files"] == []
+    assert got["hits"] == 1  # the ordinary compile was a read...
+    assert min(got["compile_s"]) > 2 * got["read_s"]  # ...and XLA takes longer than that
