@@ -18,6 +18,7 @@ const INSTANCES = new WeakMap();
 const HANDLE = "\u241fhandle";
 const GHOST = "\u241fghost";
 const TEMP = "\u241ftemp";
+const FAST_EDGES = 300; // more undirected edges than this on show: haystack edges
 const HOLD_FOR_ANSWER_MS = 1000; // the longest a view waits for its answer before redrawing
 const RESEND_MS = 1500; // a trigger can be lost when a rerun preempts another: send again
 // (not sooner: a busy server answers in about a second, and a resend then only queues a second
@@ -59,6 +60,9 @@ const STYLE = [
              "target-arrow-color": "#9a9a9a", "arrow-scale": 0.8, "overlay-opacity": 0 },
   },
   { selector: "edge.directed", style: { "target-arrow-shape": "triangle" } },
+  // many undirected edges on show: Cytoscape's cheapest edge drawing (a straight
+  // line from centre to centre, no per-edge geometry), the most of a redraw's cost
+  { selector: "edge.fast", style: { "curve-style": "haystack", "haystack-radius": 0 } },
   { selector: "edge:selected", style: { "line-color": "#d6336c", width: 3.5 } },
   { selector: "edge.pending", style: { "line-style": "dashed" } },
   { selector: "edge.ghost", style: { "line-color": "#1c7ed6", "line-style": "dashed",
@@ -413,18 +417,22 @@ class GraphCanvas {
       }
     }
     if (fresh.length) cy.add(fresh);
+    const fast = !directed && edges.length > FAST_EDGES;
     const wantEdges = new Set(edges.map(edgeId));
     cy.remove(cy.edges().filter((e) => e.id() !== GHOST && !wantEdges.has(e.id())));
     const freshEdges = [];
     for (const pair of edges) {
       const id = edgeId(pair);
       if (cy.getElementById(id).empty()) {
-        freshEdges.push({ group: "edges", data: { id, source: pair[0], target: pair[1] } });
+        freshEdges.push({ group: "edges", data: { id, source: pair[0], target: pair[1] },
+                          classes: fast ? "fast" : "" });
       }
     }
     if (freshEdges.length) cy.add(freshEdges);
     // only the edges that differ: a class set again on all of them restyles them all
     cy.edges(directed ? ":not(.directed)" : ".directed").toggleClass("directed", directed);
+    cy.edges(fast ? ":not(.fast)" : ".fast").filter((e) => e.id() !== GHOST)
+      .toggleClass("fast", fast);
   }
 
   mark() {

@@ -358,6 +358,11 @@ def test_cora_preset_trains_in_the_app(app):
         expect(graph).to_contain_text("140 train · 500 val · 1000 test")
         assert metric(page, "Nodes") == "2,708"
         settled(page, nodes=500)
+        # hundreds of undirected edges on show: Cytoscape's cheap straight edges
+        kinds = canvas(page).evaluate(
+            "b => { const es = b.gcCanvas.cy.edges(); return [es.length, "
+            "es.filter(e => e.hasClass('fast')).length, es[0].style('curve-style')]; }")
+        assert kinds[0] > 300 and kinds[1] == kinds[0] and kinds[2] == "haystack", kinds
         click(page, "t_play")
         expect_steps(page, 5, COMPILE_MS)
         wait_idle(page)
@@ -368,6 +373,10 @@ def test_cora_preset_trains_in_the_app(app):
         page.mouse.click(*screen(page)[name])
         settled(page)
         expect(graph).to_contain_text("the 2-hop neighbourhood of the selection")
+        few = canvas(page).evaluate(
+            "b => { const es = b.gcCanvas.cy.edges(); return [es.length, "
+            "es.filter(e => e.hasClass('fast')).length]; }")
+        assert few[1] == 0 or few[0] > 300, few  # a small view draws its edges in full
     finally:
         context.close()
 
