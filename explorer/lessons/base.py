@@ -47,10 +47,11 @@ class Lesson:
         steps: training steps of a side that trains.
         trains_in_explorer: the sides are observed on the explorer's own run
             (trained in the app's panels, so the main charts show them too).
-        measure: ``(lesson) -> measurement`` for a lesson whose two sides show
-            the same quantities (timings): measured once, in interleaved
-            rounds, and handed to ``pitfall`` and ``fix`` as a third argument,
-            so that a number shown in both columns is the same number.
+        measure: ``(lesson, rounds=...) -> measurement`` for a lesson whose two
+            sides show the same quantities (timings): measured once, in
+            interleaved rounds, and handed to ``pitfall`` and ``fix`` as a
+            third argument, so that a number shown in both columns is the same
+            number. (A rehearsal asks for one round: it only compiles.)
         key, number: filled in by :mod:`explorer.lessons` from its ``ORDER``.
     """
 
@@ -90,7 +91,9 @@ class Lesson:
         session state."""
         from explorer.workspace import Workspace
 
-        memo: dict = {}
+        # a timing lesson's rehearsal compiles what it times, in one round: its
+        # numbers are thrown away, and a class may be waiting for it
+        memo: dict = {} if self.measure is None else {"measured": self.measure(self, rounds=1)}
         for side in sides:
             config, run = self.setup_of(side), None
             if config is not None:  # as the explorer sets it up, so the same programs

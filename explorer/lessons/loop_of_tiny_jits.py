@@ -57,21 +57,21 @@ def scanned(p, x, y):
     return lax.scan(body, p, None, length=K)[0]
 
 
-def _measure(lesson: Lesson) -> dict:
+def _measure(lesson: Lesson, rounds: int = ROUNDS) -> dict:
     """ms per training step of each way, ``K`` steps per block, in rounds."""
     ways = {"tiny jitted calls": lambda p: _loop(tiny_step, p),
             "one jitted step": lambda p: _loop(one_step, p),
             f"{K} steps in one lax.scan": lambda p: scanned(p, X, Y)}
     for run in ways.values():  # compile outside the measurement
         jax.block_until_ready(run(PARAMS))
-    rounds = {name: [] for name in ways}
-    for _ in range(ROUNDS):
+    per_round = {name: [] for name in ways}
+    for _ in range(rounds):
         for name, run in ways.items():
             start = time.perf_counter()
             jax.block_until_ready(run(PARAMS))
-            rounds[name].append(1e3 * (time.perf_counter() - start) / K)
+            per_round[name].append(1e3 * (time.perf_counter() - start) / K)
     final = {name: float(loss_fn(run(PARAMS), X, Y)) for name, run in ways.items()}
-    return {"times": {n: Timing.of(v) for n, v in rounds.items()}, "loss": final}
+    return {"times": {n: Timing.of(v) for n, v in per_round.items()}, "loss": final}
 
 
 def _loop(step, p):

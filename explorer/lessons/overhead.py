@@ -26,7 +26,7 @@ LARGE_MODES = MODES[:2]
 STEPS = 5  # synced steps per mode, graph and round
 
 
-def _measure(lesson: Lesson) -> dict:
+def _measure(lesson: Lesson, rounds: int = ROUNDS) -> dict:
     """Every mode on the tiny and the large graph, timed in rounds that take
     turns (each round: every run for ``STEPS`` synced steps)."""
     config = lesson.setup.replace(dropout=0.0)
@@ -39,8 +39,8 @@ def _measure(lesson: Lesson) -> dict:
             # trace and compile, outside the measurement (the step alone: the
             # metrics that Run.step adds are not what is timed)
             jax.block_until_ready(run.stepper(run.inputs))
-    rounds = {key: [] for key in runs}
-    for _ in range(ROUNDS):
+    per_round = {key: [] for key in runs}
+    for _ in range(rounds):
         for key, run in runs.items():
             stepper, inputs = run.stepper, run.inputs
             times = []
@@ -48,8 +48,8 @@ def _measure(lesson: Lesson) -> dict:
                 start = time.perf_counter()
                 jax.block_until_ready((stepper(inputs), stepper.state))
                 times.append(time.perf_counter() - start)
-            rounds[key].append(1e3 * sorted(times)[len(times) // 2])
-    return {"graphs": tuple(graphs), "times": {k: Timing.of(v) for k, v in rounds.items()}}
+            per_round[key].append(1e3 * sorted(times)[len(times) // 2])
+    return {"graphs": tuple(graphs), "times": {k: Timing.of(v) for k, v in per_round.items()}}
 
 
 def _rows(m: dict, modes) -> tuple[dict, ...]:

@@ -22,14 +22,14 @@ SYNCED_CODE = ("start = time.perf_counter()\nfor _ in range(steps):\n"
                "    jax.block_until_ready(loss)\nelapsed = time.perf_counter() - start")
 
 
-def _measure(lesson: Lesson) -> dict:
+def _measure(lesson: Lesson, rounds: int = ROUNDS) -> dict:
     """Both clocks on one run, in turn, ``ROUNDS`` times: ms per step."""
     num_nodes = common.LARGE_NODES
     run = Run(lesson.setup.replace(dropout=0.0), large_graph(num_nodes))
     jax.block_until_ready(run.stepper(run.inputs))  # compile outside the measurement
     stepper, inputs = run.stepper, run.inputs
     clocks = {"naive": [], "synced": []}
-    for _ in range(ROUNDS):
+    for _ in range(rounds):
         for name in clocks:
             start = time.perf_counter()
             for _ in range(STEPS):

@@ -14,8 +14,9 @@ from explorer.lessons.loop_of_tiny_jits import PARAMS, X, Y, loss_fn
 CALLS = 10
 
 
-def _measure(lesson: Lesson) -> dict:
-    """A freshly jitted step, each call timed (synced), the first included."""
+def _measure(lesson: Lesson, rounds: int = 1) -> dict:
+    """A freshly jitted step, each call timed (synced), the first included
+    (one series whatever ``rounds`` asks: its first call is the point)."""
 
     @jax.jit
     def step(p, x, y):  # new function object: its first call traces and compiles

@@ -9,6 +9,7 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 from streamlit.testing.v1 import AppTest
 
 from explorer import compile_cache
@@ -141,3 +142,18 @@ def test_a_rehearsed_lesson_that_trains_in_the_explorer_compiles_nothing_new(tmp
     assert int(written) >= 2  # the rehearsal compiled the step and the metrics
     assert new.startswith("[]"), f"the explorer built programs its rehearsal did not: {new}"
     assert verdict.endswith("TRAINING")
+
+
+@pytest.mark.parametrize("key", [lesson.key for lesson in LESSONS if lesson.measure])
+def test_a_timing_lessons_rehearsal_runs_one_round(monkeypatch, key):
+    # a rehearsal swallows its errors (the real run reports them), so check here
+    # that each timing lesson measures in one round and both sides read it
+    from explorer.lessons import common
+
+    monkeypatch.setattr(common, "LARGE_NODES", 6000)
+    lesson = next(lesson for lesson in LESSONS if lesson.key == key)
+    measured = lesson.measure(lesson, rounds=1)
+    memo = {"measured": measured}
+    assert lesson.outcome("pitfall", None, memo).verdict
+    assert lesson.outcome("fix", None, memo).verdict
+    assert memo["measured"] is measured  # read, not measured again
