@@ -8,6 +8,7 @@ this session's state only.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 
@@ -94,9 +95,14 @@ def _rehearsed() -> tuple[set, threading.Lock]:
 
 
 def _rehearse_ahead(lesson: Lesson, shown) -> None:
-    """While this lesson is read, rehearse what comes next in the background
-    (:mod:`explorer.lessons.rehearsal`), once per lesson and sides shown."""
+    """While this lesson is read, rehearse what comes after it in the
+    background (:mod:`explorer.lessons.rehearsal`). One rehearsal per session
+    at a time: a running one already covers the lessons after the one it
+    started from."""
     if not rehearsal.wanted():
+        return
+    current = _S.get("l_rehearsal")
+    if current is not None and current.running:
         return
     mark = (lesson.key, tuple(sorted(shown)))
     if _S.get("l_rehearsal_mark") == mark:
@@ -110,10 +116,10 @@ def _attempt(ws: Workspace, lesson: Lesson, side: str) -> Outcome:
     """:func:`run_side`, with an unexpected failure kept as an outcome (shown,
     not retried on every rerun)."""
     ahead = _S.get("l_rehearsal")
-    if ahead is not None:  # never alongside its own rehearsal
-        ahead.wait_for(lesson, side)
+    held = ahead.real_run(lesson, side) if ahead is not None else contextlib.nullcontext()
     try:
-        return run_side(ws, lesson, side)
+        with held:  # never alongside the rehearsal (which may have compiled this side)
+            return run_side(ws, lesson, side)
     except Exception as err:  # st.rerun/st.stop are BaseExceptions and pass through
         log.exception("lesson %s (%s) failed", lesson.key, side)
         return Outcome(f"the {side} could not run", "ERROR", False,
