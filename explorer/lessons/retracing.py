@@ -50,27 +50,32 @@ def _retrace(lesson: Lesson, config: RunConfig, label: str, edits: int = EDITS) 
     rows, losses = [], []
 
     def step(edges):
-        cause, traces = run.pending_retrace, run.trace_count
+        cause, traces, reads = run.pending_retrace, run.trace_count, compile_cache.hits()
         start = time.perf_counter()
         loss = stepper(run.inputs)
         jax.block_until_ready((loss, stepper.state))
         wall = time.perf_counter() - start
         traced = run.trace_count > traces
         losses.append(float(loss))
+        # the app's compilation cache may hold the program (an earlier run): then the
+        # traced step reads it back instead of compiling it; the table says which
         rows.append({"step": len(rows) + 1, "edges": edges, "traced": "yes" if traced else "no",
                      "why": (cause or "first call") if traced else "-",
+                     "compiled by": ("-" if not traced else "cache read"
+                                     if compile_cache.hits() > reads else "XLA"),
                      "ms": round(1e3 * wall, 2)})
 
-    hits = compile_cache.hits()
     step(base.num_edges)
     for i in range(1, edits + 1):
         g = _with_edges(base, i)
         run.set_graph(g)
         step(g.num_edges)
-    # the app's compilation cache may hold these programs (from an earlier run): a
-    # traced step then reads its program back instead of compiling it; say which
-    compiled = ("traced and read its compiled program back from the compilation cache"
-                if compile_cache.hits() > hits else "traced and compiled again")
+    by = [r["compiled by"] for r in rows if r["traced"] == "yes"]
+    compiled = ("traced and compiled again" if "cache read" not in by else
+                "traced again and read its program back from the compilation cache"
+                if "XLA" not in by else
+                f"traced again ({by.count('XLA')} compiled by XLA, {by.count('cache read')} "
+                "read back from the compilation cache)")
     traced = [r for r in rows if r["traced"] == "yes"]
     hits = [r["ms"] for r in rows if r["traced"] == "no"]
     compile_ms = float(np.mean([r["ms"] for r in traced]))
