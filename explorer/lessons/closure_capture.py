@@ -7,7 +7,7 @@ import optax
 from flax import nnx
 
 from explorer.lessons.base import Lesson, Outcome
-from explorer.lessons.common import error_text
+from explorer.lessons.common import error_text, loss_outcome
 from explorer.lessons.module_inside_jit import X, Y, loss_fn
 
 STEPS = 5
@@ -53,12 +53,10 @@ def _fix(lesson, run):
     model, optimizer = _setup()
     step = nnx.jit(_train_step)
     losses = tuple(float(step(model, optimizer, X, Y)) for _ in range(STEPS))
-    falls = losses[-1] < losses[0]
-    return Outcome(
-        "passed as arguments to nnx.jit", "TRAINING" if falls else "NOT FALLING", falls,
-        f"Passed as arguments to nnx.jit, model and optimizer go into the trace and their "
-        f"updates come back out: the loss falls from {losses[0]:.4f} to {losses[-1]:.4f}.",
-        losses=losses,
+    return loss_outcome(
+        "passed as arguments to nnx.jit", losses,
+        "Passed as arguments to nnx.jit, model and optimizer go into the trace and their "
+        "updates come back out",
         code="step = nnx.jit(train_step)\nloss = step(model, optimizer, x, y)")
 
 

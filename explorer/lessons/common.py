@@ -93,6 +93,16 @@ def training_outcome(run: Run, label: str, code: str, extra=()) -> Outcome:
                    tuple(report.verdict.evidence) + tuple(extra), losses=losses, code=code)
 
 
+def loss_outcome(label: str, losses: tuple[float, ...], how: str, code: str) -> Outcome:
+    """TRAINING when the loss fell over the calls (else NOT FALLING): ``how``
+    starts the sentence that gives the two numbers."""
+    falls = losses[-1] < losses[0]
+    return Outcome(label, "TRAINING" if falls else "NOT FALLING", falls,
+                   f"{how}: the loss {'falls' if falls else 'does not fall'} from "
+                   f"{losses[0]:.4f} to {losses[-1]:.4f} in {len(losses)} calls.",
+                   losses=losses, code=code)
+
+
 def graph_batch(num: int = 4):
     """``(graphs, x, batch, edge_index)`` of the first ``num`` triangle-dataset
     graphs as one exact (unpadded) batch."""

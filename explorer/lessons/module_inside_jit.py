@@ -8,6 +8,7 @@ import optax
 from flax import nnx
 
 from explorer.lessons.base import Lesson, Outcome
+from explorer.lessons.common import loss_outcome
 
 STEPS = 6
 _RNG = np.random.default_rng(0)
@@ -51,12 +52,9 @@ def _fix(lesson, run):
         return loss
 
     losses = tuple(float(train_step(model, optimizer, X, Y)) for _ in range(STEPS))
-    falls = losses[-1] < losses[0]
-    return Outcome(
-        "the model built once, passed in", "TRAINING" if falls else "NOT FALLING", falls,
-        f"Built once outside and passed to the step, the same model keeps its updates: the "
-        f"loss falls from {losses[0]:.4f} to {losses[-1]:.4f} in {STEPS} calls.",
-        losses=losses,
+    return loss_outcome(
+        "the model built once, passed in", losses,
+        "Built once outside and passed to the step, the same model keeps its updates",
         code="model = nnx.Linear(4, 1, rngs=rngs)  # once\n"
              "optimizer = nnx.Optimizer(model, tx, wrt=nnx.Param)\n\n@nnx.jit\n"
              "def train_step(model, optimizer, x, y):\n"
