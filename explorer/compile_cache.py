@@ -35,7 +35,7 @@ _HIT = "/jax/compilation_cache/cache_hits"
 log = logging.getLogger("explorer")
 _lock = threading.Lock()
 _local = threading.local()  # per thread: a session's script thread counts its own hits
-_state: dict = {"dir": None, "listening": False}  # process-wide JAX config, no session data
+_state: dict = {"dir": None}  # process-wide JAX config, no session data
 _salts = itertools.count(1)  # process-wide: makes each cold compile's cache key unique
 
 
@@ -70,9 +70,7 @@ def enable() -> Path | None:
         jax.config.update("jax_compilation_cache_dir", str(path))
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
         jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-        if not _state["listening"]:
-            monitoring.register_event_listener(_count)
-            _state["listening"] = True
+        monitoring.register_event_listener(_count)  # once: dir is set from here on
         _state["dir"] = path
         return path
 

@@ -11,28 +11,28 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # JAX_DISABLE_MOST_OPTIMIZATIONS=0 to test the optimised path.
 os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
 
+import pytest  # noqa: E402
+
+from explorer import compile_cache  # noqa: E402
+from explorer.lessons import rehearsal  # noqa: E402
+
 # JAX's persistent compilation cache, as the app uses it, in a directory of this
 # test session's own (never the user's ~/.cache): the first compile of a program
 # is cold, as on a new machine; the same program compiled again by a later test
 # (or by the app server a browser test starts) is read back.
-if "EXPLORER_COMPILATION_CACHE" not in os.environ:
+if compile_cache.ENV not in os.environ:
     import atexit
     import shutil
     import tempfile
 
     _cache = tempfile.mkdtemp(prefix="explorer-test-jax-cache-")
     atexit.register(shutil.rmtree, _cache, ignore_errors=True)
-    os.environ["EXPLORER_COMPILATION_CACHE"] = _cache
+    os.environ[compile_cache.ENV] = _cache
+compile_cache.enable()
 
 # No background rehearsals of the next lesson (explorer/lessons/rehearsal.py):
 # they would compile beside every lesson test; tests that want them say so.
-os.environ.setdefault("EXPLORER_REHEARSE", "0")
-
-import pytest  # noqa: E402
-
-from explorer import compile_cache  # noqa: E402
-
-compile_cache.enable()
+os.environ.setdefault(rehearsal.ENV, "0")
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATASETS = REPO.parent / "shared" / "datasets"
