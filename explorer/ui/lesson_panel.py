@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import threading
 
 import streamlit as st
 
@@ -88,37 +87,20 @@ def run_side(ws: Workspace, lesson: Lesson, side: str) -> Outcome:
 
 
 @st.cache_resource
-def _rehearsed() -> tuple[set, threading.Lock]:
-    """The lesson sides rehearsed by this server process (by any session): keys
-    only, no session data."""
-    return set(), threading.Lock()
-
-
-def _rehearse_ahead(lesson: Lesson, shown) -> None:
-    """While this lesson is read, rehearse what comes after it in the
-    background (:mod:`explorer.lessons.rehearsal`). One rehearsal per session
-    at a time: a running one already covers the lessons after the one it
-    started from."""
-    if not rehearsal.wanted():
-        return
-    current = _S.get("l_rehearsal")
-    if current is not None and current.running:
-        return
-    mark = (lesson.key, tuple(sorted(shown)))
-    if _S.get("l_rehearsal_mark") == mark:
-        return
-    _S.l_rehearsal_mark = mark
-    _S.l_rehearsal = rehearsal.Rehearsal(rehearsal.plan(LESSONS, lesson.key, shown),
-                                          *_rehearsed())
+def _rehearsal() -> rehearsal.Rehearsal | None:
+    """The server's lesson rehearsal (:mod:`explorer.lessons.rehearsal`): one
+    background process for every session, started when a lesson is first
+    opened. It holds no session data."""
+    return rehearsal.Rehearsal() if rehearsal.wanted() else None
 
 
 def _attempt(ws: Workspace, lesson: Lesson, side: str) -> Outcome:
     """:func:`run_side`, with an unexpected failure kept as an outcome (shown,
     not retried on every rerun)."""
-    ahead = _S.get("l_rehearsal")
+    ahead = _rehearsal()
     held = ahead.real_run(lesson, side) if ahead is not None else contextlib.nullcontext()
     try:
-        with held:  # never alongside the rehearsal (which may have compiled this side)
+        with held:  # a timing lesson never measures beside the rehearsal
             return run_side(ws, lesson, side)
     except Exception as err:  # st.rerun/st.stop are BaseExceptions and pass through
         log.exception("lesson %s (%s) failed", lesson.key, side)
@@ -214,4 +196,3 @@ def render(ws: Workspace) -> None:
                        disabled=at == len(keys) - 1)
         cols[3].button("Close the lesson", key="l_close", on_click=open_lesson, args=(None,),
                        icon=":material/close:")
-    _rehearse_ahead(lesson, [side for side in ("pitfall", "fix") if side in results])

@@ -1,11 +1,13 @@
-"""Rehearsing the next lesson in the background (explorer/lessons/rehearsal.py):
-what is planned, that each side is rehearsed once per process, that a real
-run waits for its own rehearsal, and that the lesson then compiles nothing new."""
+"""Rehearsing the lessons in a background process (explorer/lessons/rehearsal.py):
+its order, that a real run waits for the lesson in progress and stops the
+process while a lesson times something, that the process dies with the server,
+that a finished rehearsal is not repeated, and that a lesson it rehearsed then
+compiles nothing new in the server's own process."""
 
 import os
 import subprocess
 import sys
-import threading
+import textwrap
 import time
 from pathlib import Path
 
@@ -13,105 +15,132 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from explorer import compile_cache
-from explorer.lessons import LESSONS, rehearsal
+from explorer.lessons import LESSONS, find, rehearsal
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _keys(jobs):
-    return [(lesson.key, sides) for lesson, sides in jobs]
+def test_the_order_is_the_costly_lessons_first_then_the_rest_in_order():
+    ordered = [lesson.key for lesson in rehearsal.order(LESSONS)]
+    assert ordered[:len(rehearsal.FIRST)] == list(rehearsal.FIRST)
+    rest = [lesson.key for lesson in LESSONS if lesson.key not in rehearsal.FIRST]
+    assert ordered[len(rehearsal.FIRST):] == rest
+    assert sorted(ordered) == sorted(lesson.key for lesson in LESSONS)  # each once
 
 
-def test_the_plan_is_this_lessons_fix_then_every_later_lesson():
-    later = [(lesson.key, ("pitfall", "fix")) for lesson in LESSONS[1:]]
-    assert _keys(rehearsal.plan(LESSONS, "frozen-params", ["pitfall"])) == [
-        ("frozen-params", ("fix",))] + later
-    assert _keys(rehearsal.plan(LESSONS, "frozen-params", ["pitfall", "fix"])) == later
-    # a timing lesson's fix reads the pitfall's one measurement: nothing to rehearse
-    assert _keys(rehearsal.plan(LESSONS, "overhead", ["pitfall"]))[0] == (
-        "pool-size", ("pitfall", "fix"))
-    last = LESSONS[-1].key
-    assert rehearsal.plan(LESSONS, last, ["pitfall", "fix"]) == []
+# A stand-in for the process: it says it rehearses frozen-params (0.6 s), then
+# overhead (a long time), as `python -m explorer.lessons.rehearsal` would.
+FAKE = textwrap.dedent("""
+    import os, sys, time
+    from explorer.lessons import rehearsal
+    if not rehearsal._die_with_parent(int(os.environ[rehearsal._PARENT])):
+        sys.exit(0)
+    print("start frozen-params", flush=True)
+    time.sleep(0.6)
+    print("done frozen-params", flush=True)
+    print("start overhead", flush=True)
+    time.sleep(60)
+""")
 
 
-class _Slow:
-    """A stand-in lesson whose rehearsal takes a while and is logged."""
-
-    def __init__(self, key, log, measure=None, seconds=0.3):
-        self.key, self.measure, self.seconds, self.log = key, measure, seconds, log
-
-    def rehearse(self, sides):
-        self.log.append(("start", self.key, sides))
-        time.sleep(self.seconds)
-        self.log.append(("end", self.key, sides))
+@pytest.fixture()
+def fake(monkeypatch):
+    monkeypatch.setattr(rehearsal.Rehearsal, "command", (sys.executable, "-c", FAKE))
+    monkeypatch.setattr(rehearsal, "_mark", lambda cache, keys: cache / "never-there")
+    r = rehearsal.Rehearsal()
+    yield r
+    r.stop()
 
 
-def test_each_side_is_rehearsed_once_per_process_and_waited_for():
-    done, lock, log = set(), threading.Lock(), []
-    a, b = _Slow("a", log), _Slow("b", log)
-    first = rehearsal.Rehearsal([(a, ("fix",)), (b, ("pitfall", "fix"))], done, lock)
-    start = time.perf_counter()
-    with first.real_run(b, "pitfall"):  # waits for a's rehearsal, then b's
-        assert time.perf_counter() - start >= 0.5
-        assert ("end", "b", ("pitfall", "fix")) in log
-    first.thread.join(5)
-    again = rehearsal.Rehearsal([(a, ("fix", "pitfall")), (b, ("fix",))], done, lock)
-    again.thread.join(5)
-    assert [e for e in log if e[0] == "start"] == [
-        ("start", "a", ("fix",)), ("start", "b", ("pitfall", "fix")), ("start", "a", ("pitfall",))]
-    nothing = rehearsal.Rehearsal([(b, ("pitfall",))], done, lock)
-    assert nothing.thread is None and not nothing.running
-    with nothing.real_run(b, "pitfall"):  # returns at once
+def _state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def _until(condition, timeout_s=20.0):
+    end = time.monotonic() + timeout_s
+    while not condition() and time.monotonic() < end:
+        time.sleep(0.02)
+    return condition()
+
+
+def test_a_real_run_waits_for_its_lesson_in_progress(fake):
+    assert _until(lambda: fake.current == "frozen-params")
+    with fake.real_run(find("frozen-params")):  # not a timing lesson: no stop
+        assert "frozen-params" in fake.done and fake.current != "frozen-params"
+        assert _state(fake.proc.pid) != "T"
+    with fake.real_run(find("pool-size")):  # not being rehearsed: at once
         pass
 
 
-def test_a_real_run_holds_the_rehearsal_and_a_timing_lesson_runs_alone():
-    done, lock, log = set(), threading.Lock(), []
-    jobs = [(_Slow(k, log, seconds=0.2), ("pitfall",)) for k in "abcd"]
-    r = rehearsal.Rehearsal(jobs, done, lock)
-    time.sleep(0.05)  # "a" is in progress
-    timed = _Slow("timed", log, measure=object())
-    with r.real_run(timed, "pitfall"):  # not planned, but it times something
-        log.append(("real", "timed"))
-        time.sleep(0.3)
-        log.append(("real done", "timed"))
-    r.thread.join(5)
-    at = log.index(("real", "timed"))
-    assert log[at - 1] == ("end", "a", ("pitfall",))  # the side in progress finished first
-    assert log[at + 1] == ("real done", "timed")  # nothing started beside it
-    assert [e[1] for e in log if e[0] == "start"] == list("abcd")  # then it went on
+def test_a_timing_lesson_stops_the_process_while_it_measures(fake):
+    timing = find("timing")
+    assert timing.measure is not None
+    assert _until(lambda: fake.current == "overhead")
+    with fake.real_run(timing):
+        assert _until(lambda: _state(fake.proc.pid) == "T")
+        with fake.real_run(timing):  # two sessions measuring: one stop, one resume
+            pass
+        assert _state(fake.proc.pid) == "T"
+    assert _until(lambda: _state(fake.proc.pid) != "T")
+    assert fake.running
 
 
-def test_a_rehearsal_never_fails_the_app():
-    class Broken(_Slow):
-        def rehearse(self, sides):
-            raise RuntimeError("boom")
+DIES = textwrap.dedent("""
+    import signal, sys, time
+    from explorer.lessons import rehearsal
+    rehearsal.Rehearsal.command = (sys.executable, "-c", sys.argv[1])
+    rehearsal._mark = lambda cache, keys: cache / "never-there"
+    r = rehearsal.Rehearsal()
+    while r.current is None:  # it has asked to die with us
+        time.sleep(0.01)
+    print(r.proc.pid, flush=True)
+    r.proc.send_signal(signal.SIGSTOP)  # even a stopped one
+""")
 
-    broken = Broken("x", [])
-    r = rehearsal.Rehearsal([(broken, ("fix",))], set(), threading.Lock())
-    r.thread.join(5)
-    with r.real_run(broken, "fix"):  # its event is set even so
-        pass
+
+def test_the_process_dies_with_the_server():
+    code = "from explorer import compile_cache; compile_cache.enable()\n" + DIES
+    out = subprocess.run([sys.executable, "-c", code, FAKE], cwd=REPO, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    pid = int(out.stdout.split()[0])
+    assert _until(lambda: not Path(f"/proc/{pid}").exists() or _state(pid) == "Z")
+
+
+def test_a_failed_lesson_leaves_no_mark_and_is_said(monkeypatch, capsys):
+    from explorer.lessons.base import Lesson
+
+    def broken(self, sides):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(Lesson, "rehearse", broken)
+    assert rehearsal.main(["closure-capture"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "start closure-capture", "failed closure-capture RuntimeError: boom"]
+    assert not rehearsal._mark(compile_cache.enabled(), ["closure-capture"]).exists()
+
+
+def test_the_fingerprint_follows_the_settings(monkeypatch):
+    before = rehearsal.fingerprint()
+    monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
+    assert rehearsal.fingerprint() != before
 
 
 def _cache_files() -> set[str]:
     return {p.name for p in compile_cache.enabled().iterdir()}
 
 
-def test_the_next_lesson_opens_with_its_programs_already_compiled(monkeypatch):
-    monkeypatch.setenv(rehearsal.ENV, "1")
-    assert rehearsal.wanted()  # the suite turns the compilation cache on (conftest)
+def test_a_lesson_the_process_rehearsed_opens_with_its_programs_compiled():
+    assert not rehearsal.wanted()  # the suite's default: the page starts no process itself
     at = AppTest.from_file(str(REPO / "streamlit_app.py"), default_timeout=300)
-    # the last two lessons: opening the last rehearses nothing more, so every file
-    # the cache gains after the rehearsal would be the real run's own compile
-    at.query_params["lesson"] = "loop-of-tiny-jits"
+    at.query_params["lesson"] = "loop-of-tiny-jits"  # the lesson before the one tested
     at.run()
     assert not at.exception, at.exception
-    ahead = at.session_state["l_rehearsal"]
-    ahead.thread.join(300)
-    assert set(ahead.events) <= {("timing-first-call", "pitfall"),
-                                 ("timing-first-call", "fix")}  # those not rehearsed yet
     at.session_state["workspace"].run.warm_up().join()  # the page's own metrics compile
+    ahead = rehearsal.Rehearsal(keys=["timing-first-call"])  # the real process
+    ahead.thread.join(300)
+    assert ahead.done == {"timing-first-call"} and not ahead.failed, ahead.failed
+    assert rehearsal.Rehearsal(keys=["timing-first-call"]).thread is None  # marked: once
     before = _cache_files()
     at.button(key="l_next").click().run()
     at.button(key="l_fix").click().run()
@@ -122,21 +151,21 @@ def test_the_next_lesson_opens_with_its_programs_already_compiled(monkeypatch):
     # and it says so: its first call read the program back rather than compiling it
     assert "compiled program back from the compilation cache" in results["pitfall"].summary
     assert results["pitfall"].rows[0]["note"] == "trace + cache read + run"
-    assert at.session_state["l_rehearsal"].thread is None  # nothing left to rehearse
 
 
-# In a fresh process with an empty cache: the rehearsal compiles, then the page's
-# own path (the lesson panel's setup, its metrics, the steps) reads everything back.
+# In a fresh server process with an empty cache: the rehearsal process compiles,
+# then the page's own path (the lesson panel's setup, its metrics, the steps)
+# reads everything back.
 EXPLORER_PATH = """
-import os, threading
+import os
 from explorer import compile_cache
 cache = compile_cache.enable()
-from explorer.lessons import find
+from explorer.lessons import find, rehearsal
 from explorer.workspace import Workspace
 lesson = find("frozen-params")
-thread = threading.Thread(target=lesson.rehearse, args=(("fix",),))
-thread.start()
-thread.join()
+ahead = rehearsal.Rehearsal(keys=[lesson.key])
+ahead.thread.join()
+assert ahead.done == {lesson.key} and not ahead.failed, ahead.failed
 before = set(os.listdir(cache))
 ws = Workspace()
 ws.load_setup(lesson.fix_setup)
@@ -154,7 +183,7 @@ def test_a_rehearsed_lesson_that_trains_in_the_explorer_compiles_nothing_new(tmp
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     written, new, verdict = out.stdout.strip().splitlines()[-1].split(" ", 2)
-    assert int(written) >= 2  # the rehearsal compiled the step and the metrics
+    assert int(written) >= 3  # the process compiled the steps and the metrics (+ its mark)
     assert new.startswith("[]"), f"the explorer built programs its rehearsal did not: {new}"
     assert verdict.endswith("TRAINING")
 
