@@ -78,6 +78,9 @@ def _parser() -> argparse.ArgumentParser:
                        default=None)
         p.add_argument("--scan-steps", type=int,
                        help="training steps per compiled call in the scan mode (its K)")
+        p.add_argument("--devices", type=int,
+                       help="train on the first N devices (on CPU: set XLA_FLAGS="
+                            "--xla_force_host_platform_device_count=N before starting)")
         p.add_argument("--every", type=int, default=10, help="print every N steps")
         if name == "export":
             p.add_argument("--output", type=Path, required=True,
@@ -135,7 +138,7 @@ def _config(args) -> RunConfig | None:
     changes = {name: getattr(args, name) for name in
                ("graph", "difficulty", "features", "mode", "epochs", "seed", "layers",
                 "optimizer", "learning_rate", "weight_decay", "dropout", "batch_norm",
-                "bucket_padding", "norm", "pool", "scan_steps")
+                "bucket_padding", "norm", "pool", "scan_steps", "devices")
                if getattr(args, name) is not None}
     graph = changes.get("graph", config.graph)
     usable = task_for(graph).usable_features(config.features)
@@ -157,6 +160,11 @@ def _train(run: Run, every: int, out) -> Run:
     config = run.config
     print(f"mode {config.mode} | graph {config.graph} | {config.epochs} steps | seed "
           f"{config.seed}", file=out)
+    if run.mesh is not None:
+        split = sum(1 for r in run.layout() if "data" in r["spec"])
+        print(f"devices {config.devices}: mesh axis 'data' over "
+              + ", ".join(str(d) for d in run.mesh.devices.flat)
+              + f"; {split} arrays split along it, the model copied to each", file=out)
     print(f"{'step':>6} {'loss':>10} {'train':>6} {'val':>6} {'test':>6} {'ms':>9} traced",
           file=out)
     try:
@@ -176,20 +184,22 @@ def _mb(value) -> str:
 
 
 def _compare(config: RunConfig, out) -> None:
-    print(f"{'mode':<20} {'trace+lower s':>13} {'compile s':>9} {'first call s':>12} "
+    entries = race(config)  # same seed: same initial weights in every mode
+    w = max(20, *(len(e.label) + 1 for e in entries))
+    print(f"{'mode':<{w}} {'trace+lower s':>13} {'compile s':>9} {'first call s':>12} "
           f"{'median step ms':>14} {'peak MB':>8} {'donated MB':>10} {'final loss':>11} "
           f"{'params changed':>14}  verdict", file=out)
     notes = {}
-    for e in race(config):  # same seed: same initial weights in every mode
+    for e in entries:
         if e.stopped:
-            print(f"{e.mode:<20} stopped: {e.stopped}", file=out)
+            print(f"{e.label:<{w}} stopped: {e.stopped}", file=out)
             continue
-        print(f"{e.mode:<20} {e.trace_lower_s:>13.3f} {e.compile_s:>9.3f} "
+        print(f"{e.label:<{w}} {e.trace_lower_s:>13.3f} {e.compile_s:>9.3f} "
               f"{e.first_call_s:>12.3f} {e.median_step_ms:>14.3f} {_mb(e.peak_bytes):>8} "
               f"{_mb(e.donation_saves_bytes):>10} {e.losses[-1]:>11.6f} "
               f"{e.params_changed:>6} of {e.params_total:<5}  {e.verdict}", file=out)
         if e.donation_note:
-            notes.setdefault(e.donation_note, []).append(e.mode)
+            notes.setdefault(e.donation_note, []).append(e.label)
     print("peak MB: XLA's peak memory of one compiled call; donated MB: what donating the "
           "state (donate_argnums=(0,)) saves of that peak", file=out)
     for note, modes in notes.items():

@@ -67,6 +67,7 @@ LIMITS: Mapping[str, Bound] = {
     "width": Bound(1, 1024, integer=True),
     "heads": Bound(1, 8, integer=True),
     "scan_steps": Bound(1, 1000, integer=True),
+    "devices": Bound(1, 64, integer=True),
 }
 
 
@@ -170,6 +171,11 @@ class RunConfig:
         norm: the kind of norm ``batch_norm`` adds: ``batch``, ``layer`` or ``graph``.
         scan_steps: training steps per compiled call in the ``scan`` mode (its
             ``jax.lax.scan`` length K); the other modes ignore it.
+        devices: train on the first N devices (``explorer.engine.sharding``:
+            the inputs split over a ``data`` mesh, the model replicated, XLA
+            adding the communication). On CPU, more than one device exists only
+            when ``XLA_FLAGS=--xla_force_host_platform_device_count=N`` is set
+            before JAX starts; a run asking for more than exist is refused.
     """
 
     graph: str = "karate"
@@ -192,6 +198,7 @@ class RunConfig:
     pool: str = "mean"
     norm: str = "batch"
     scan_steps: int = 10
+    devices: int = 1
 
     @property
     def task(self) -> type[Task]:
@@ -235,7 +242,7 @@ class RunConfig:
         _check(self.optimizer in OPTIMIZERS, "optimizer", f"choose one of {tuple(OPTIMIZERS)}")
         _check(self.mode in STEPPERS, "mode", f"choose one of {list(STEPPERS)}")
         for name in ("difficulty", "dropout", "learning_rate", "weight_decay", "seed",
-                     "epochs", "train_per_class", "scan_steps"):
+                     "epochs", "train_per_class", "scan_steps", "devices"):
             _in_limits(name, getattr(self, name), name)
 
     # ------------------------------------------------------------ serialise

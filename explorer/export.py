@@ -218,6 +218,11 @@ def _header(config: RunConfig, name: str, source: str, data: _Data) -> str:
     config_json = textwrap.fill(json.dumps(config.to_dict(), sort_keys=True), width=_WIDTH - 4,
                                 initial_indent="    ", subsequent_indent="    ",
                                 break_long_words=True, break_on_hyphens=False)
+    devices = ("" if config.devices == 1 else
+               f"\nThe explorer trained this run on {config.devices} devices (its inputs split "
+               "over a 'data'\nmesh, XLA adding the communication); this script trains on "
+               "one, and its\nlosses equal the split run's up to float rounding (tested to "
+               "1e-5).\n")
     note = ("" if source != "drawn or uploaded graph" else
             " (its graph fields describe the preset the graph\nreplaced; the script embeds "
             "the drawn or uploaded graph itself)")
@@ -247,7 +252,7 @@ Run it:
 
 It prints one row per step (step, loss, train/val/test accuracy, milliseconds)
 and, at the end, how many parameter arrays training changed.
-
+{devices}
 The full run configuration{note}:
 
 {config_json}

@@ -16,12 +16,13 @@ from explorer.config import RunConfig
 from explorer.engine import STEPPERS, Run, TrainingStopped
 from gnncore import Graph
 
-__all__ = ["RaceEntry", "race"]
+__all__ = ["RaceEntry", "lanes", "race"]
 
 
 @dataclasses.dataclass(frozen=True)
 class RaceEntry:
-    """One mode's lap: its loss curve, where its time went and its verdict."""
+    """One mode's lap (on ``devices`` devices): its loss curve, where its time
+    went and its verdict."""
 
     mode: str
     losses: tuple[float, ...]
@@ -39,10 +40,16 @@ class RaceEntry:
     peak_bytes: int | None = None  # XLA's peak memory of one compiled call
     donation_saves_bytes: int | None = None  # of that peak, with the state donated
     donation_note: str = ""  # why there is no donation figure ("" when there is)
+    devices: int = 1
+
+    @property
+    def label(self) -> str:
+        """The lane's name: the mode, and its device count when over one."""
+        return self.mode if self.devices == 1 else f"{self.mode} × {self.devices} devices"
 
     def row(self) -> dict:
         """A flat dict for tables and charts."""
-        return {"mode": self.mode, "trace_lower_s": self.trace_lower_s,
+        return {"mode": self.label, "devices": self.devices, "trace_lower_s": self.trace_lower_s,
                 "compile_s": self.compile_s, "first_call_s": self.first_call_s,
                 "steady_step_ms": self.median_step_ms, "peak_bytes": self.peak_bytes,
                 "donation_saves_bytes": self.donation_saves_bytes,
@@ -51,20 +58,28 @@ class RaceEntry:
                 "test acc": self.final_test_acc, "verdict": self.verdict}
 
 
+def lanes(config: RunConfig, modes: Sequence[str] | None = None) -> list[tuple[str, int]]:
+    """The race's ``(mode, devices)`` lanes: every mode (or ``modes``) on one
+    device, and, when ``config.devices`` is more, on that many too."""
+    modes = tuple(STEPPERS) if modes is None else tuple(modes)
+    counts = sorted({1, config.devices})
+    return [(mode, n) for mode in modes for n in counts]
+
+
 def race(config: RunConfig, graph: Graph | None = None, *, steps: int | None = None,
          modes: Sequence[str] | None = None,
          progress: Callable[[str, int, int], None] | None = None) -> list[RaceEntry]:
     """Train ``config`` on ``graph`` for ``steps`` steps (default
-    ``config.epochs``) in each of ``modes`` (default: every mode).
-    ``progress(mode, done, total)`` is called before each mode and after the
-    last one."""
+    ``config.epochs``) in each of :func:`lanes` (``modes``: default every
+    mode). ``progress(lane, done, total)`` is called before each lane and
+    after the last one."""
     steps = steps or config.epochs
-    modes = tuple(STEPPERS) if modes is None else modes
+    todo = lanes(config, modes)
     entries = []
-    for i, mode in enumerate(modes):
+    for i, (mode, devices) in enumerate(todo):
         if progress:
-            progress(mode, i, len(modes))
-        run = Run(config.replace(mode=mode), graph)
+            progress(mode if devices == 1 else f"{mode} × {devices} devices", i, len(todo))
+        run = Run(config.replace(mode=mode, devices=devices), graph)
         stopped = ""
         try:
             run.train(steps)
@@ -85,7 +100,8 @@ def race(config: RunConfig, graph: Graph | None = None, *, steps: int | None = N
             final_test_acc=history[-1].test_acc if history else math.nan,
             stopped=stopped, peak_bytes=breakdown.get("peak_bytes"),
             donation_saves_bytes=breakdown.get("donation_saves_bytes"),
-            donation_note=breakdown.get("donation_note", run.stepper.donation_note)))
+            donation_note=breakdown.get("donation_note", run.stepper.donation_note),
+            devices=devices))
     if progress:
-        progress("", len(modes), len(modes))
+        progress("", len(todo), len(todo))
     return entries

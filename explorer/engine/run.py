@@ -27,8 +27,8 @@ from explorer.audit import (
     variable_kinds,
     verdict,
 )
-from explorer.config import RunConfig
-from explorer.engine import recipe
+from explorer.config import ConfigError, RunConfig
+from explorer.engine import recipe, sharding
 from explorer.engine.inputs import StepInputs
 from explorer.engine.steppers import Stepper, stepper_for
 from explorer.engine.tasks import Task, shape_change
@@ -133,8 +133,19 @@ class Run:
         pad = 2 if config.bucket_padding else 1
         budget.check(config, nodes=pad * g.num_nodes, edges=pad * g.num_edges,
                      in_features=g.num_features, classes=self.task.num_classes)
+        #: the devices' mesh when ``config.devices`` > 1 (explorer/engine/sharding.py)
+        self.mesh = None
+        if config.devices > 1:
+            try:
+                self.mesh = sharding.make_mesh(config.devices)
+            except ValueError as err:
+                raise ConfigError("devices", str(err)) from None
+            self._place(self.task)
         self.model = recipe.build_model(config, g.num_features, self.task.num_classes)
         self.optimizer = recipe.build_optimizer(config, self.model)
+        if self.mesh is not None:  # one whole copy per device, before any mode splits it
+            nnx.update(self.optimizer, sharding.replicate(nnx.state(self.optimizer), self.mesh))
+            nnx.update(self.model, sharding.replicate(nnx.state(self.model), self.mesh))
         self.model.train()
         self._counter = _TraceCounter()
         #: the mutating NNX step ``(model, optimizer, inputs) -> loss`` that every
@@ -184,10 +195,34 @@ class Run:
         """Train on an edited graph from now on (same feature width). When the
         step's input shapes change, the next step retraces; its record says why."""
         old = self.task.inputs
-        self.task = self.task.with_graph(graph)
+        self.task = self._place(self.task.with_graph(graph))
         cause = shape_change(old, self.task.inputs)
         if cause:
             self._pending_cause = cause
+
+    def _place(self, task: Task) -> Task:
+        """``task``'s inputs and targets split over the mesh (if there is one)."""
+        if self.mesh is not None:
+            task.inputs = sharding.place(task.inputs, self.mesh)
+            task.targets = sharding.place(task.targets, self.mesh)
+        return task
+
+    def layout(self) -> list[dict]:
+        """Where each array of the step lives (``sharding.layout``): the
+        inputs by field, then the model's parameters by path."""
+        arrays = {f"inputs.{k}": v for k, v in vars(self.inputs).items()
+                  if isinstance(v, jax.Array)}
+        for name, value in vars(self.inputs).items():  # the CSR adjacency's arrays
+            if dataclasses.is_dataclass(value):
+                arrays.update({f"inputs.{name}.{k}": a for k, a in vars(value).items()
+                               if isinstance(a, jax.Array)})
+        self.sync()
+        params = jax.tree_util.tree_leaves_with_path(nnx.state(self.model, nnx.Param))
+        for path, value in params:
+            names = [str(getattr(k, "key", getattr(k, "idx", getattr(k, "name", k))))
+                     for k in path]
+            arrays[".".join(["model", *(n for n in names if n != "value")])] = value
+        return sharding.layout(arrays)
 
     # --------------------------------------------------------------- timing
     def steady_step_ms(self, window: int | None = None) -> float:

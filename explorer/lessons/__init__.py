@@ -28,7 +28,7 @@ __all__ = ["LESSONS", "ORDER", "Lesson", "Outcome", "find", "key_of"]
 ORDER = ("frozen-params", "frozen-dropout", "frozen-batchnorm", "functional-loop",
          "overhead", "pool-size", "norm-batch-size", "dynamic-shapes", "gcn-cached",
          "retracing", "timing", "trace-side-effects", "python-if", "module-inside-jit",
-         "closure-capture", "loop-of-tiny-jits", "timing-first-call")
+         "closure-capture", "loop-of-tiny-jits", "timing-first-call", "unsynced-replicas")
 
 
 def key_of(text: str) -> str | None:

@@ -1,5 +1,6 @@
 """Diagnose panel: the verdict, the per-variable audit, the parameter-change
-heatmap, compile versus run time, and the race of every JIT mode."""
+heatmap, compile versus run time, the race of every JIT mode, and where the
+run's arrays live when it trains on several devices."""
 
 from __future__ import annotations
 
@@ -153,11 +154,11 @@ def _race(ws: Workspace) -> None:
     result = ws.race_result
     if not result:
         return
-    curves = {e.mode: list(e.losses) for e in result}
+    curves = {e.label: list(e.losses) for e in result}
     st.plotly_chart(plots.race_figure(curves), key="d_race_chart",
                     config={"displaylogo": False})
     table = pd.DataFrame([{
-        "mode": e.mode, "trace + lower (s)": _fmt(e.trace_lower_s),
+        "mode": e.label, "trace + lower (s)": _fmt(e.trace_lower_s),
         "XLA compile (s)": _fmt(e.compile_s), "first call (s)": _fmt(e.first_call_s),
         "median step (ms)": _fmt(e.median_step_ms), "peak memory": _bytes(e.peak_bytes),
         "donation saves": _bytes(e.donation_saves_bytes),
@@ -172,22 +173,54 @@ def _race(ws: Workspace) -> None:
     notes = {}
     for e in result:
         if e.donation_note:
-            notes.setdefault(e.donation_note, []).append(e.mode)
+            notes.setdefault(e.donation_note, []).append(e.label)
     for note, modes in notes.items():
         st.caption(f"Donation saves, {', '.join(modes)}: {note}.")
     st.plotly_chart(plots.timing_figure([e.row() for e in result]), key="d_race_timing",
                     config={"displaylogo": False})
-    frozen = [e.mode for e in result if e.verdict == "frozen"]
+    frozen = [e.label for e in result if e.verdict == "frozen"]
     if frozen:
         st.error(f"Frozen: {', '.join(frozen)} — {STEPPERS['jax.jit'].summary}",
                  icon=":material/ac_unit:")
+
+
+def _devices(ws: Workspace) -> None:
+    import jax
+
+    from explorer.engine.sharding import AXIS
+
+    run = ws.run
+    devices = jax.devices()
+    if run is None or run.mesh is None:
+        st.caption(
+            f"This run trains on one device ({devices[0].device_kind}, "
+            f"{devices[0].platform.upper()}); {len(devices)} visible. "
+            + ("Set *Devices* in the model panel to split the run over several: the inputs "
+               "are split along the 'data' axis, the model is copied to each device, and "
+               "XLA adds the communication." if len(devices) > 1 else
+               "On a CPU, start the app with XLA_FLAGS=--xla_force_host_platform_device_count"
+               "=4 to get 4 devices (sharing the same cores: this shows the splitting, not a "
+               "speed-up)."))
+        return
+    mesh = run.mesh
+    st.caption(f"Mesh: axis '{AXIS}' of {mesh.size} devices: "
+               + ", ".join(f"{d.platform.upper()} {d.id}" for d in mesh.devices.flat)
+               + f". An array split along 'data' keeps 1/{mesh.size} of its rows on each "
+               "device; P() is a whole copy on each.")
+    rows = run.layout()
+    st.dataframe(pd.DataFrame([{
+        "array": r["name"], "shape": " × ".join(map(str, r["shape"])) or "scalar",
+        "sharding": r["spec"], "per device": " × ".join(map(str, r["shard"])) or "scalar",
+        "bytes per device": _bytes(r["bytes_per_device"])} for r in rows]),
+        hide_index=True, width="stretch", key="d_layout")
 
 
 def render(ws: Workspace) -> None:
     st.header("Diagnose")
     if ws.playing:
         st.caption("Live training in progress: these panels refresh when you pause.")
-    tabs = st.tabs(["Verdict & audit", "Parameter changes", "Compile vs run", "Race"])
-    for tab, body in zip(tabs, (_audit, _heatmap, _compile, _race)):
+    tabs = st.tabs(["Verdict & audit", "Parameter changes", "Compile vs run", "Race",
+                    "Devices"])
+    for tab, body in zip(tabs, (_audit, _heatmap, _compile, _race, _devices)):
         with tab:
             body(ws)

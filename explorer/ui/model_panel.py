@@ -40,9 +40,15 @@ def _load(cfg: RunConfig) -> None:
     _S.m_layers = uids
     for name in ("activation", "dropout", "batch_norm", "residual", "head", "optimizer",
                  "learning_rate", "weight_decay", "features", "seed", "epochs",
-                 "train_per_class", "bucket_padding", "pool", "norm"):
+                 "train_per_class", "bucket_padding", "pool", "norm", "devices"):
         _S[f"m_{name}"] = getattr(cfg, name)
     _S.m_config = cfg
+
+
+def _device_count() -> int:
+    import jax  # loaded by then: the workspace built a run
+
+    return jax.device_count()
 
 
 def _new_uid() -> int:
@@ -162,6 +168,14 @@ def render(ws: Workspace) -> None:
     st.checkbox("Bucket padding", key="m_bucket_padding",
                      help="Pad nodes and edges to power-of-two buckets: editing the graph "
                           "within a bucket does not recompile.")
+    available = _device_count()
+    if available > 1 or ws.config.devices > 1:
+        st.number_input("Devices", 1, max(available, ws.config.devices), key="m_devices",
+                        help="Train on the first N devices: the inputs split along a 'data' "
+                             "mesh axis, the model copied to each, XLA adding the "
+                             "communication (Diagnose → Devices shows where each array "
+                             "lives). Bucket padding makes every array divisible by 2, 4 "
+                             "or 8.")
     try:
         config = ws.config.replace(
             layers=_layers_from_widgets(), activation=_S.m_activation,
@@ -173,7 +187,7 @@ def render(ws: Workspace) -> None:
             # widgets drawn only for some tasks lose their state when hidden
             train_per_class=int(_S.get("m_train_per_class", ws.config.train_per_class)),
             bucket_padding=bool(_S.m_bucket_padding), pool=_S.get("m_pool", ws.config.pool),
-            norm=_S.m_norm)
+            norm=_S.m_norm, devices=int(_S.get("m_devices", ws.config.devices)))
     except ValueError as err:
         set_error("model", str(err))
     else:

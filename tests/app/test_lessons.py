@@ -34,6 +34,7 @@ VERDICTS = {
     "loop-of-tiny-jits": (re.compile(r"[\d.]+ ms / step"),
                           re.compile("FEWER DISPATCHES|NO CLEAR DIFFERENCE")),
     "timing-first-call": (re.compile(r"[\d.]+ ms\?"), re.compile(r"[\d.]+ ms")),
+    "unsynced-replicas": ("REPLICAS DRIFT", "IN SYNC"),
 }
 # Fixes judged by timings in rounds: on a loaded machine the rounds can overlap, and
 # then the lesson says so (a red banner) instead of claiming the win
@@ -71,6 +72,14 @@ def _check_measurements(key, pitfall, fix, ws):
         assert "0 of 4 parameters differ" in pitfall.summary
         assert "4 of 4 parameters changed" in fix.summary
         assert pitfall.losses == fix.losses and pitfall.losses[-1] < pitfall.losses[0]
+    elif key == "unsynced-replicas":
+        spread = "max |replica 0 - replica 1|"
+        assert pitfall.rows[0]["replica 0 norm"] != pitfall.rows[0]["replica 1 norm"]
+        assert pitfall.rows[-1][spread] > 0.1  # apart, and further apart each step
+        assert pitfall.rows[-1][spread] > pitfall.rows[0][spread]
+        assert all(r[spread] == 0 for r in fix.rows)
+        assert all(r["replica 0 norm"] == r["replica 1 norm"] for r in fix.rows)
+        assert pitfall.losses[-1] < pitfall.losses[0]  # and the loss falls all the same
     elif key == "overhead":
         times = {(r["graph"].split()[0], r["mode"]): r["median step ms"] for r in fix.rows}
         assert len(times) == 6  # four modes on the tiny graph, two on the large one
@@ -182,8 +191,8 @@ def test_lesson_links_round_trip_and_unknown_lessons_are_refused_with_a_notice()
     bad = links.decode({"lesson": "nope<script>"})
     assert bad.lesson is None and "unknown lesson" in bad.notices[0]
     assert lessons.find("11") is lessons.find("timing") is LESSONS[10]
-    assert [lesson.number for lesson in LESSONS] == list(range(1, 18))
-    assert len({lesson.key for lesson in LESSONS}) == 17
+    assert [lesson.number for lesson in LESSONS] == list(range(1, 19))
+    assert len({lesson.key for lesson in LESSONS}) == 18
 
 
 def test_lessons_explain_in_two_to_four_sentences():
@@ -228,7 +237,7 @@ def test_lesson_keys_are_read_without_importing_jax():
 
     code = ("import sys\nfrom explorer.lessons import ORDER, key_of\n"
             "assert key_of('1') == 'frozen-params' and key_of(' Timing ') == 'timing'\n"
-            "assert key_of('18') is None and key_of('nope') is None and len(ORDER) == 17\n"
+            "assert key_of('19') is None and key_of('nope') is None and len(ORDER) == 18\n"
             "assert 'jax' not in sys.modules, sorted(m for m in sys.modules if 'jax' in m)\n")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
                          text=True, timeout=60)
