@@ -67,7 +67,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "starts; for trying several devices on one machine)")
     p.add_argument("--devices", type=int, default=None,
                    help="use the first N devices of all processes (default: all)")
-    p.add_argument("--form", choices=("gspmd", "shard_map"), default="gspmd")
+    p.add_argument("--form", default="gspmd",
+                   help="gspmd, shard_map, or both one after the other: gspmd,shard_map")
     p.add_argument("--no-average", action="store_true",
                    help="shard_map without the gradient all-reduce: the replicas drift")
     p.add_argument("--steps", type=int, default=10)
@@ -108,12 +109,16 @@ def build_model(seed: int):
 
     from gnncore import GNN, ConvSpec
 
-    return GNN(3, [ConvSpec("gcn", 16), ConvSpec("gcn", 16)], out_features=2, head=True,
-               pool="mean", rngs=nnx.Rngs(seed))
+    # built under one jit: one compiled program, not one per initialiser
+    return nnx.jit(lambda: GNN(3, [ConvSpec("gcn", 16), ConvSpec("gcn", 16)], out_features=2,
+                               head=True, pool="mean", rngs=nnx.Rngs(seed)))()
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    forms = args.form.split(",")
+    if not forms or set(forms) - {"gspmd", "shard_map"}:
+        raise SystemExit(f"--form: gspmd, shard_map or gspmd,shard_map; got {args.form!r}")
     if args.cpu_devices:
         os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_"
                                    f"platform_device_count={args.cpu_devices}").strip()
@@ -145,24 +150,26 @@ def main(argv=None) -> int:
     graphs, labels = dataset(args.graphs, args.seed)
     batch = parallel.place(parallel.shard_graphs(graphs, labels, mesh.size), mesh)
     tx = optax.adam(args.lr)
-    shard_map = args.form == "shard_map"
-    state = parallel.train_state(build_model(args.seed), tx, mesh, per_device=shard_map)
-    step = (parallel.shard_map_step(tx, mesh, average_grads=not args.no_average)
-            if shard_map else parallel.gspmd_step(tx, mesh))
 
     def emit(**record):
         print(json.dumps({"process": jax.process_index(), **record}), flush=True)
 
     emit(event="setup", processes=jax.process_count(), devices=mesh.size,
          local_devices=jax.local_device_count(), platform=jax.devices()[0].platform,
-         form=args.form, graphs=len(graphs), graph_slots_per_device=batch.num_graphs)
-    start = time.perf_counter()
-    for i in range(args.steps):
-        state, loss = step(state, batch)
-        emit(event="step", step=i, loss=float(loss),
-             seconds=round(time.perf_counter() - start, 4))
-    emit(event="done", spread=parallel.replica_spread(state),
-         norms=parallel.replica_param_norms(state).tolist())
+         graphs=len(graphs), graph_slots_per_device=batch.num_graphs)
+    model = build_model(args.seed)  # every process builds the same model: the same seed
+    for form in forms:
+        shard_map = form == "shard_map"
+        state = parallel.train_state(model, tx, mesh, per_device=shard_map)
+        step = (parallel.shard_map_step(tx, mesh, average_grads=not args.no_average)
+                if shard_map else parallel.gspmd_step(tx, mesh))
+        start = time.perf_counter()
+        for i in range(args.steps):
+            state, loss = step(state, batch)
+            emit(event="step", form=form, step=i, loss=float(loss),
+                 seconds=round(time.perf_counter() - start, 4))
+        emit(event="done", form=form, spread=parallel.replica_spread(state),
+             norms=parallel.replica_param_norms(state).tolist())
     if jax.process_count() > 1:
         jax.distributed.shutdown()
     return 0

@@ -61,6 +61,7 @@ back replicated so that every process can print it
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import operator
 from collections.abc import Callable, Sequence
@@ -266,9 +267,7 @@ def _put(tree, mesh: Mesh, spec: P, what: str):
                 f"{what}: every array needs a leading device axis that divides by the "
                 f"{rows} devices of the mesh; got shape {np.shape(leaf)} (build the batch "
                 f"with shard_graphs(..., num_devices={rows}), which pads)")
-        if isinstance(leaf, jax.Array) and (not leaf.is_fully_addressable
-                                            or jax.dtypes.issubdtype(leaf.dtype,
-                                                                     jax.dtypes.prng_key)):
+        if isinstance(leaf, jax.Array) and (not leaf.is_fully_addressable or _is_key(leaf)):
             return jax.device_put(leaf, sharding)
         host = np.asarray(leaf)
         # each process builds only the shards of its own devices
@@ -333,7 +332,7 @@ class TrainState:
         if self.replicas:
             if not 0 <= replica < self.replicas:
                 raise ValueError(f"replica={replica}: the state has {self.replicas}")
-            tree = _gather(lambda t: jax.tree.map(lambda a: a[replica], t), tree)
+            tree = _gather(_take, tree, jnp.int32(replica))
         return nnx.merge(self.graphdef, *tree)
 
 
@@ -368,15 +367,27 @@ def train_state(model: nnx.Module, tx, mesh: Mesh, *, per_device: bool = False
     """
     tx = _optax_like(tx)
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)
-    opt_state = tx.init(params)
-    tree = (params, rest, opt_state)
+    # one compiled init (eagerly, every zeros_like of every shape compiles)
+    opt_state = jax.jit(tx.init)(params)
+    tree = jax.tree.map(_to_host, (params, rest, opt_state))
     if not per_device:
         params, rest, opt_state = replicate(tree, mesh)
         return TrainState(params, rest, opt_state, graphdef, 0)
     n = mesh.size
-    stacked = jax.tree.map(lambda a: jnp.broadcast_to(a, (n,) + jnp.shape(a)), tree)
+    stacked = jax.tree.map(
+        lambda a: (np.broadcast_to(a, (n,) + a.shape) if isinstance(a, np.ndarray)
+                   else jnp.broadcast_to(a, (n,) + a.shape)), tree)
     params, rest, opt_state = place(stacked, mesh)
     return TrainState(params, rest, opt_state, graphdef, n)
+
+
+def _is_key(a) -> bool:
+    return jax.dtypes.issubdtype(getattr(a, "dtype", None), jax.dtypes.prng_key)
+
+
+def _to_host(a):
+    """A host copy (RNG keys stay JAX arrays: they have no NumPy form)."""
+    return a if _is_key(a) else np.asarray(a)
 
 
 # ------------------------------------------------------------------- steps
@@ -407,8 +418,8 @@ def _is_variable(x) -> bool:
 def _fold_keys(rest, device):
     """``rest`` with the device index folded into every RNG key."""
     return jax.tree.map(
-        lambda v: v.replace(jax.random.fold_in(v[...], device))
-        if isinstance(v, nnx.RngKey) else v, rest, is_leaf=_is_variable)
+        lambda v: v.copy(jax.random.fold_in(v[...], device)) if isinstance(v, nnx.RngKey)
+        else v.copy(), rest, is_leaf=_is_variable)
 
 
 def _keep_keys(new, old):
@@ -419,6 +430,8 @@ def _keep_keys(new, old):
 
 def _local(params, rest, device, batch, *, graphdef, loss_fn):
     """One device: (loss sum over its real graphs, (real graph count, new rest))."""
+    # _fold_keys rebuilds the state's Variables here, in this trace, so that the
+    # model may update them (BatchNorm statistics, RNG counts) under jax.grad
     model = nnx.merge(graphdef, params, _fold_keys(rest, device))
     losses = loss_fn(model, batch)
     if losses.shape != (batch.num_graphs,):
@@ -569,20 +582,37 @@ def shard_map_step(tx, mesh: Mesh, *, average_grads: bool = True,
 
 
 # --------------------------------------------------------------- replicas
-def _gather(fn, tree):
-    """``fn(tree)`` computed on the mesh and returned replicated (readable by
-    every process)."""
-    leaves = [leaf for leaf in jax.tree.leaves(tree) if isinstance(leaf, jax.Array)]
+@functools.lru_cache(maxsize=64)
+def _replicated(fn: Callable, mesh: Mesh):
+    """``jax.jit(fn)`` with replicated results (readable by every process);
+    one per function and mesh, so that repeated calls compile once."""
+    return jax.jit(fn, out_shardings=NamedSharding(mesh, P()))
+
+
+def _gather(fn, *args):
+    """``fn(*args)`` on the arguments' mesh, returned replicated."""
+    leaves = [leaf for leaf in jax.tree.leaves(args) if isinstance(leaf, jax.Array)]
     sharding = leaves[0].sharding if leaves else None
     if not isinstance(sharding, NamedSharding):
-        return fn(tree)
-    return jax.jit(fn, out_shardings=NamedSharding(sharding.mesh, P()))(tree)
+        return fn(*args)
+    return _replicated(fn, sharding.mesh)(*args)
+
+
+def _take(tree, index):
+    return jax.tree.map(lambda a: a[index], tree)
+
+
+def _norm_sq(params):
+    return sum(jnp.sum(jnp.square(a.astype(jnp.float32))) for a in jax.tree.leaves(params))
 
 
 def _per_replica_sq(params):
-    leaves = jax.tree.leaves(params)
     return sum(jnp.sum(jnp.square(a.astype(jnp.float32)).reshape(a.shape[0], -1), axis=1)
-               for a in leaves)
+               for a in jax.tree.leaves(params))
+
+
+def _spread(params):
+    return jnp.max(jnp.stack([jnp.max(jnp.abs(a - a[:1])) for a in jax.tree.leaves(params)]))
 
 
 def replica_param_norms(state: TrainState) -> np.ndarray:
@@ -596,9 +626,7 @@ def replica_param_norms(state: TrainState) -> np.ndarray:
         state: a :class:`TrainState`.
     """
     if not state.replicas:
-        sq = _gather(lambda p: sum(jnp.sum(jnp.square(a.astype(jnp.float32)))
-                                   for a in jax.tree.leaves(p)), state.params)
-        return np.sqrt(np.asarray(sq, np.float64)).reshape(1)
+        return np.sqrt(np.asarray(_gather(_norm_sq, state.params), np.float64)).reshape(1)
     return np.sqrt(np.asarray(_gather(_per_replica_sq, state.params), np.float64))
 
 
@@ -612,9 +640,4 @@ def replica_spread(state: TrainState) -> float:
     """
     if not state.replicas:
         return 0.0
-
-    def spread(params):
-        return jnp.max(jnp.stack([jnp.max(jnp.abs(a - a[:1])) for a in
-                                  jax.tree.leaves(params)]))
-
-    return float(_gather(spread, state.params))
+    return float(_gather(_spread, state.params))

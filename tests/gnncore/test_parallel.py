@@ -231,6 +231,31 @@ def test_steps_refuse_the_wrong_state_or_batch():
     assert isinstance(back, GNN)
 
 
+def test_batchnorm_and_dropout_state_is_carried():
+    """Both steps update a model's non-parameter state (BatchNorm statistics, RNG
+    counts) under jax.grad, and compute the same per-device function."""
+    mesh = par.data_mesh(1)
+    batch = par.place(par.shard_graphs(GRAPHS, LABELS, 1), mesh)
+    losses, rests = {}, {}
+    for form in ("gspmd", "shard_map"):
+        model = GNN(3, [ConvSpec("gcn", 8)], out_features=2, head=True, pool="mean",
+                    norm="batch", dropout=0.5, rngs=nnx.Rngs(0))
+        # SGD, not Adam: the conv bias before BatchNorm gets a zero gradient up to
+        # rounding, which Adam would blow up into different running means
+        tx = optax.sgd(0.1)
+        state = par.train_state(model, tx, mesh, per_device=form == "shard_map")
+        step = (par.shard_map_step(tx, mesh) if form == "shard_map"
+                else par.gspmd_step(tx, mesh))
+        for _ in range(2):
+            state, loss = step(state, batch)
+        losses[form], rests[form] = float(loss), state.model().norms[0].mean[...]
+        assert int(np.asarray(state.model().dropout.rngs.count[...])) == 2  # 2 steps
+    assert np.isfinite(losses["gspmd"])
+    assert losses["gspmd"] == pytest.approx(losses["shard_map"], abs=1e-5)
+    assert np.abs(rests["gspmd"]).max() > 0
+    np.testing.assert_allclose(rests["gspmd"], rests["shard_map"], atol=1e-6)
+
+
 # ------------------------------------------------------------- 4 devices
 def test_four_devices_are_there(four):
     assert four["devices"] == 4
