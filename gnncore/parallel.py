@@ -173,7 +173,7 @@ def _padding_batch(like: Batch, num_nodes: int, num_edges: int, num_graphs: int)
     """A batch of padding only (no real graph), with the fields of ``like``."""
     g = like.graph
     last = num_nodes - 1
-    features = np.asarray(g.x).shape[1]
+    features = g.x.shape[1]
     graph = Graph.from_arrays(
         np.full((2, num_edges), last, np.int64), np.zeros((num_nodes, features), np.float32),
         num_nodes=num_nodes,
@@ -190,7 +190,7 @@ def _padding_batch(like: Batch, num_nodes: int, num_edges: int, num_graphs: int)
                  ptr=ptr, num_graphs=num_graphs)
 
 
-def shard_graphs(graphs: Sequence[Graph], y=None, num_devices: int = 1, *,
+def shard_graphs(graphs: Sequence[Graph], y, num_devices: int, *,
                  num_nodes: int | None = None, num_edges: int | None = None,
                  num_graphs: int | None = None, balance: bool = True) -> Batch:
     """Deal ``graphs`` to ``num_devices`` devices: one :class:`Batch` whose every
@@ -206,7 +206,7 @@ def shard_graphs(graphs: Sequence[Graph], y=None, num_devices: int = 1, *,
     Arguments:
         graphs: the graphs (one feature width; ``edge_weight`` / ``edge_attr``
             on all or none).
-        y: one integer label per graph, or ``None``.
+        y: one integer label per graph, or ``None`` (no labels).
         num_devices: ``N``, e.g. ``mesh.size``.
         num_nodes, num_edges, num_graphs: the per-device padded sizes; by
             default the buckets (``bucket_size``) of the fullest device (one
@@ -241,12 +241,13 @@ def shard_graphs(graphs: Sequence[Graph], y=None, num_devices: int = 1, *,
             sizes[name] = (bucket_size(need[name], minimum=2) if name == "num_graphs"
                            else bucket_size(need[name]))
             continue
-        value = _static_count(value, name) if name != "num_edges" or value else 0
+        value = 0 if name == "num_edges" and value == 0 else _static_count(value, name)
         if value < need[name]:
             busiest = int(np.argmax({"num_nodes": nodes, "num_edges": edges,
                                      "num_graphs": counts}[name]))
+            why = "its real edges" if name == "num_edges" else "padding takes one slot"
             raise ValueError(f"{name}={value} is too small: device {busiest} of {n} "
-                             f"needs at least {need[name]} (padding takes one slot)")
+                             f"needs at least {need[name]} ({why})")
         sizes[name] = value
     batches = [Batch.from_graphs([graphs[i] for i in p],
                                  None if y is None else y[p], **sizes) if p else None
@@ -403,6 +404,8 @@ def graph_losses(model: nnx.Module, batch: Batch):
             ``model(x, adj, edge_weight, edge_attr, batch=, num_graphs=, node_mask=)``.
         batch: one device's :class:`Batch` (no device axis) with labels ``y``.
     """
+    if batch.y is None:
+        raise ValueError("batch: graph_losses needs graph labels: shard_graphs(graphs, y, ...)")
     edges = batch.adj if batch.adj is not None else batch.edge_index
     logits = model(batch.x, edges, batch.edge_weight, batch.edge_attr, batch=batch.batch,
                    num_graphs=batch.num_graphs, node_mask=batch.node_mask)

@@ -224,6 +224,8 @@ def test_steps_refuse_the_wrong_state_or_batch():
         par.shard_map_step(_tx(), mesh)(one, batch)
     with pytest.raises(ValueError, match="leading device axis of 1"):
         par.gspmd_step(_tx(), mesh)(one, Batch.from_graphs(GRAPHS, LABELS))
+    with pytest.raises(ValueError, match="graph_losses needs graph labels"):
+        par.gspmd_step(_tx(), mesh)(one, par.place(par.shard_graphs(GRAPHS, None, 1), mesh))
     with pytest.raises(ValueError, match="tx must be a gradient transformation"):
         par.train_state(_model(), "adam", mesh)
     assert par.replica_spread(one) == 0.0 and par.replica_param_norms(one).shape == (1,)
