@@ -13,6 +13,7 @@ Screenshots of every panel go to ``$TEST_ARTIFACTS`` (default
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import socket
@@ -116,8 +117,11 @@ class App:
         return context, page
 
 
-@pytest.fixture(scope="module")
-def app():
+@contextlib.contextmanager
+def serve(**env_extra):
+    """``streamlit run streamlit_app.py`` on a free port of 127.0.0.1 (with
+    ``env_extra`` in its environment) and a headless Chromium: yields an
+    :class:`App`; stops both."""
     missing = _browser_missing()
     if missing:
         if os.environ.get("CI"):
@@ -125,7 +129,7 @@ def app():
         pytest.skip(missing)
     port = _free_port()
     log = Path(tempfile.mkstemp(prefix="streamlit_", suffix=".log")[1])
-    env = dict(os.environ, JAX_PLATFORMS="cpu", EXPLORER_RUNS=str(RUNS))
+    env = dict(os.environ, JAX_PLATFORMS="cpu", EXPLORER_RUNS=str(RUNS), **env_extra)
     env.pop("JAX_DISABLE_MOST_OPTIMIZATIONS", None)  # the app as users run it
     cmd = [sys.executable, "-m", "streamlit", "run", "streamlit_app.py",
            "--server.headless", "true", "--server.address", "127.0.0.1",
@@ -160,6 +164,12 @@ def app():
         if proc.returncode not in (0, -15, None):
             print(f"streamlit log:\n{_log_tail(log)}")
         log.unlink(missing_ok=True)
+
+
+@pytest.fixture(scope="module")
+def app():
+    with serve() as running:
+        yield running
 
 
 # ------------------------------------------------------------------ helpers
