@@ -516,7 +516,11 @@ def _step_section(stepper: type[Stepper]) -> str:
 {_source(stepper.make, *stepper.script_sources)}
 
 
-{stepper.script_build}
+{stepper.script_build}{"" if stepper.script_loop else _ACCURACIES}'''
+
+
+# a mode with its own loop (scan) measures the accuracies inside its compiled call
+_ACCURACIES = '''
 evaluate_jitted = jax.jit(evaluate)  # pure: plain jax.jit is safe
 
 

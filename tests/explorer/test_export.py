@@ -304,3 +304,11 @@ def test_cli_export_bad_arguments_exit_2_with_one_line(argv, message, capsys):
 def test_cli_export_to_a_directory_exits_2(tmp_path, capsys):
     assert main(["export", "--output", str(tmp_path), "--force"], out=io.StringIO()) == 2
     assert "is a directory" in capsys.readouterr().err
+
+
+def test_a_mode_with_its_own_loop_gets_no_unused_accuracy_helper():
+    from explorer.export import script_for
+
+    scan = script_for(RunConfig(mode="scan"))
+    assert "evaluate_jitted" not in scan and "\ndef accuracies(" not in scan
+    assert "\ndef accuracies(" in script_for(RunConfig(mode="functional"))
