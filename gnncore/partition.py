@@ -19,10 +19,13 @@ every message-passing layer fetches them inside the step, in one of two ways
 - ``"halo"``: each device receives only the remote rows its edges need. The
   host precomputes, per ordered pair of parts, the list of local rows that one
   sends to the other, padded to one length ``H`` (the largest such list), and
-  inside the step a ``jax.lax.all_to_all`` delivers them; sources are then
-  gathered from ``[local rows + received halo]`` (``R + P * H`` rows). The
-  traffic is the edge cut instead of the whole graph, plus a gather into the
-  send buffer (a scatter-add in the backward pass). It wins when the parts are
+  inside the step a ring of ``P - 1`` ``jax.lax.ppermute`` delivers them (at
+  shift ``s`` every part sends to the part ``s`` ahead; unlike an
+  ``all_to_all``, no block is sent to itself); sources are then gathered from
+  ``[local rows + received halo]`` (``R + (P - 1) * H`` rows). The
+  traffic is the distinct remote sources (padded per pair) instead of the whole
+  graph, plus a gather into the send buffer (a scatter-add in the backward
+  pass). It wins when the parts are
   local (few cut edges: nodes ordered by community, time or a partitioner such
   as METIS before calling :func:`partition_graph`); on a graph whose edges are
   random, almost every part needs almost every row of every other part,
@@ -36,7 +39,7 @@ padded to one count with edges sink -> sink (weight 0), so padding changes no
 real node's sum, mean or GCN coefficient, and sizes stay static: one compiled
 step for all devices. Edge lists are stored per part as a bipartite
 :class:`~gnncore.sparse.Adjacency` from the ``num_src`` source rows a device can
-read (``P * R`` for the all-gather, ``R + P * H`` for the halo) to its ``R``
+read (``P * R`` for the all-gather, ``R + (P - 1) * H`` for the halo) to its ``R``
 target rows, so gnncore's own layers run unchanged on it: their ``propagate``,
 ``message`` and fused CSR kernel (:func:`~gnncore.sparse.spmm`) do the maths.
 GCN's symmetric normalisation needs the degrees of the *whole* graph; it is
@@ -121,9 +124,10 @@ class PartitionedGraph:
         gcn_adj, gcn_weight: the GCN-normalised edges (self-loops included)
             and their coefficients, laid out the same way; ``None`` unless
             built with ``gcn=True``.
-        send_index: ``[P, P * H]`` int32 (halo only): on part ``q``, block ``p``
-            lists the local rows part ``p`` needs from ``q`` (padded with the
-            sink row). ``None`` for the all-gather.
+        send_index: ``[P, (P - 1) * H]`` int32 (halo only): on part ``q``,
+            block ``s - 1`` lists the local rows that part ``(q + s) mod P``
+            needs from ``q`` (padded with the sink row). ``None`` for the
+            all-gather.
         num_nodes, num_edges: the real graph's sizes (static).
         num_parts: ``P`` (static).
         rows_per_part: ``R`` (static): ``ceil(num_nodes / P)`` real rows plus
@@ -131,7 +135,8 @@ class PartitionedGraph:
         exchange: ``"all_gather"`` or ``"halo"`` (static).
         edges_per_part: ``E``, the padded edge count of ``adj`` per part (static;
             ``gcn_adj`` has ``E + R - 1``).
-        halo_size: ``H`` (static; 0 for the all-gather).
+        halo_size: ``H``, the rows one part sends another per layer (static;
+            0 for the all-gather, and when no edge crosses parts).
         halo_rows: the real rows the halo moves per layer, over all parts
             (static; 0 for the all-gather).
         gcn_improved: the ``improved`` flag the GCN coefficients were built with.
@@ -168,10 +173,10 @@ class PartitionedGraph:
     @property
     def num_src(self) -> int:
         """Source rows a part's adjacency spans: ``P * R`` (all-gather) or
-        ``R + P * H`` (halo)."""
+        ``R + (P - 1) * H`` (halo)."""
         if self.exchange == "all_gather":
             return self.num_parts * self.rows_per_part
-        return self.rows_per_part + self.num_parts * self.halo_size
+        return self.rows_per_part + (self.num_parts - 1) * self.halo_size
 
     @property
     def padded_nodes(self) -> int:
@@ -222,19 +227,19 @@ jax.tree_util.register_dataclass(
 
 
 # ================================================================== host side
-def _static_size(value, name: str, needed: int) -> int:
-    """``needed`` (at least 1) when ``value`` is None, else ``value`` checked to
-    be an int of at least ``needed``."""
+def _static_size(value, name: str, needed: int, minimum: int = 1) -> int:
+    """``needed`` (at least ``minimum``) when ``value`` is None, else ``value``
+    checked to be an int of at least that."""
+    needed = max(int(needed), minimum)
     if value is None:
-        return max(int(needed), 1)
+        return needed
     try:
         size = int(value)
     except TypeError as err:
         raise ValueError(f"{name} must be a static Python int; got "
                          f"{type(value).__name__}") from err
-    if size < max(int(needed), 1):
-        raise ValueError(f"{name}={size} is too small: this graph needs at least "
-                         f"{max(int(needed), 1)}")
+    if size < needed:
+        raise ValueError(f"{name}={size} is too small: this graph needs at least {needed}")
     return size
 
 
@@ -298,7 +303,8 @@ def partition_graph(graph, num_parts: int, *, exchange: str = "halo", gcn: bool 
             largest part's); a value too small raises ``ValueError``. Fix it
             (and ``halo_size``) to reuse one compiled step across graphs.
         halo_size: a static ``H``, the rows one part sends another (halo only;
-            default: the largest pair's need).
+            default: the largest pair's need; 0 is allowed when no edge crosses
+            parts).
 
     Returns:
         a :class:`PartitionedGraph` with static sizes.
@@ -322,7 +328,8 @@ def partition_graph(graph, num_parts: int, *, exchange: str = "halo", gcn: bool 
     src, dst = ei
     s_part, d_part = src // b, dst // b
 
-    # ---- halo plan: per (target part p, source part q != p) the rows p needs
+    # ---- halo plan: per (target part p, source part q != p) the rows p needs,
+    # in node order; q sends them to p at ring shift (p - q) mod P
     remote = s_part != d_part
     halo_keys = np.unique(d_part[remote] * n + src[remote])
     hp, hs = halo_keys // n, halo_keys % n
@@ -331,11 +338,12 @@ def partition_graph(graph, num_parts: int, *, exchange: str = "halo", gcn: bool 
     counts = np.bincount(group, minlength=num_parts * num_parts)
     first = np.concatenate([[0], np.cumsum(counts)[:-1]])
     rank = np.arange(halo_keys.shape[0]) - first[group]
+    shift = (hp - hq) % num_parts  # 1 .. P-1
     if exchange == "halo":
-        H = _static_size(halo_size, "halo_size", counts.max(initial=0))
-        send = np.full((num_parts, num_parts * H), R - 1, np.int32)
-        send[hq, hp * H + rank] = hs % b
-        num_src, halo_rows = R + num_parts * H, int(halo_keys.shape[0])
+        H = _static_size(halo_size, "halo_size", counts.max(initial=0), minimum=0)
+        send = np.full((num_parts, (num_parts - 1) * H), R - 1, np.int32)
+        send[hq, (shift - 1) * H + rank] = hs % b
+        num_src, halo_rows = R + (num_parts - 1) * H, int(halo_keys.shape[0])
     else:
         if halo_size is not None:
             raise ValueError("halo_size applies to exchange='halo' only")
@@ -349,7 +357,7 @@ def partition_graph(graph, num_parts: int, *, exchange: str = "halo", gcn: bool 
         col = s % b
         far = sp != dp
         pos = np.searchsorted(halo_keys, dp[far] * n + s[far])
-        col[far] = R + sp[far] * H + rank[pos]
+        col[far] = R + (shift[pos] - 1) * H + rank[pos]
         return col
 
     def layout(s, d, w, per_part):
@@ -453,9 +461,17 @@ def _exchange(h, pg: PartitionedGraph, axis: str):
     """This part's rows ``h`` ([R, F]) -> the ``[num_src, F]`` rows its edges read."""
     if pg.exchange == "all_gather":
         return jax.lax.all_gather(h, axis, tiled=True)
-    send = jnp.take(h, pg.send_index, axis=0)  # [P * H, F]: block p goes to part p
-    received = jax.lax.all_to_all(send, axis, 0, 0, tiled=True)  # block q came from q
-    return jnp.concatenate([h, received], axis=0)
+    P_, H = pg.num_parts, pg.halo_size
+    if P_ == 1 or H == 0:  # nothing is remote
+        return h
+    # [(P-1) * H, F]: block s-1 goes to the part s steps ahead on the ring
+    send = jnp.take(h, pg.send_index, axis=0)
+    # received from the part s steps behind, in the order the host planned
+    blocks = [h]
+    for s in range(1, P_):
+        blocks.append(jax.lax.ppermute(send[(s - 1) * H:s * H], axis,
+                                       perm=[(q, (q + s) % P_) for q in range(P_)]))
+    return jnp.concatenate(blocks, axis=0)
 
 
 def _gcn_layer(conv: GCNConv, h, pg: PartitionedGraph, axis: str):
@@ -548,6 +564,11 @@ def _run(fn, args, pg: PartitionedGraph, mesh, axis: str):
     are replicated, ``pg`` split by part; returns node rows ``[P * R, ...]``."""
     _check_mesh(pg, mesh, axis)
     body = lambda args, pg_part: fn(*args, _local(pg_part))
+    # check_vma=False: the CSR product of jax.experimental.sparse (spmm's kernel)
+    # does not carry shard_map's varying-axes types in jax 0.10 (its cotangent
+    # comes back unvarying and the check refuses it). Unchecked, the transpose
+    # still sums the replicated arguments' cotangents (the parameters'
+    # gradients) over the axis; the tests compare them with one device's.
     return jax.shard_map(body, mesh=mesh, in_specs=(P(), P(axis)),
                          out_specs=P(axis), check_vma=False)(args, pg)
 
