@@ -290,7 +290,9 @@ def partition_graph(graph, num_parts: int, *, exchange: str = "halo", gcn: bool 
 
     Arguments:
         graph: a :class:`~gnncore.graph.Graph` (``x`` required; ``y``, the masks
-            and ``edge_weight`` are carried over when present).
+            and ``edge_weight`` are carried over when present; the GCN
+            coefficients use ``edge_weight``, as ``GCNConv(x, edge_index,
+            edge_weight)`` does).
         num_parts: ``P``, the number of devices on the mesh axis.
         exchange: ``"halo"`` (each device receives only the remote rows its
             edges need) or ``"all_gather"`` (each device receives all rows);

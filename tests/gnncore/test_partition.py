@@ -216,7 +216,7 @@ def test_host_layout_round_trips_and_static_sizes_are_checked():
         pg.pad_nodes(x[:3])
 
 
-def test_partition_graph_refuses_a_traced_graph():
+def test_partition_graph_refuses_traced_input():
     g = small_graph()
 
     @jax.jit
@@ -225,6 +225,14 @@ def test_partition_graph_refuses_a_traced_graph():
 
     with pytest.raises(ValueError, match="graph.x is traced"):
         inside(g.x)
+
+    def sized(parts, edges):
+        return partition_graph(g, parts, edges_per_part=edges).x
+
+    with pytest.raises(ValueError, match="num_parts must be a static"):
+        jax.jit(sized)(2, 16)
+    with pytest.raises(ValueError, match="edges_per_part must be a static"):
+        jax.jit(sized, static_argnums=0)(2, 16)
 
 
 def test_misuse_raises_value_errors_naming_the_argument():
