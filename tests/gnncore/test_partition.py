@@ -133,8 +133,8 @@ print(json.dumps(out))
 
 @pytest.fixture(scope="module")
 def child():
-    env = {**os.environ, "JAX_PLATFORMS": "cpu",
-           "XLA_FLAGS": "--xla_force_host_platform_device_count=4"}
+    flags = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4"
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": flags.strip()}
     proc = subprocess.run([sys.executable, "-c", CHILD], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-4000:]
