@@ -46,7 +46,7 @@ GAT_HEADS = 8
 
 
 # ---------------------------------------------------------------- models
-def build_gnncore(kind: str, g: GraphData, seed: int):
+def build_gnncore(kind: str, g: GraphData, seed: int, *, hidden: int = HIDDEN):
     from flax import nnx
 
     from gnncore import GCN, GNN, ConvSpec, GraphSAGE
@@ -54,18 +54,18 @@ def build_gnncore(kind: str, g: GraphData, seed: int):
     rngs = nnx.Rngs(seed)
     F, C = g.num_features, g.num_classes
     if kind == "gcn":
-        return GCN(F, HIDDEN, C, num_layers=2, dropout=0.0, rngs=rngs)
+        return GCN(F, hidden, C, num_layers=2, dropout=0.0, rngs=rngs)
     if kind == "gat":
         # 8 heads x 8 per head, concatenated; output layer: 1 head, averaged.
-        return GNN(F, [ConvSpec("gat", HIDDEN, {"heads": GAT_HEADS}),
+        return GNN(F, [ConvSpec("gat", hidden, {"heads": GAT_HEADS}),
                        ConvSpec("gat", C, {"heads": 1, "concat": False})],
                    activation="elu", dropout=0.0, rngs=rngs)
     if kind == "sage":
-        return GraphSAGE(F, HIDDEN, C, num_layers=2, dropout=0.0, aggr="mean", rngs=rngs)
+        return GraphSAGE(F, hidden, C, num_layers=2, dropout=0.0, aggr="mean", rngs=rngs)
     raise ValueError(kind)
 
 
-def build_jraphx(kind: str, g: GraphData, seed: int):
+def build_jraphx(kind: str, g: GraphData, seed: int, *, hidden: int = HIDDEN):
     import jax
     from flax import nnx
     from jraphx.nn.conv import GATConv, GCNConv, SAGEConv
@@ -73,32 +73,32 @@ def build_jraphx(kind: str, g: GraphData, seed: int):
     rngs = nnx.Rngs(seed)
     F, C = g.num_features, g.num_classes
     if kind == "gcn":
-        return two_layer_nnx(GCNConv(F, HIDDEN, rngs=rngs), GCNConv(HIDDEN, C, rngs=rngs),
+        return two_layer_nnx(GCNConv(F, hidden, rngs=rngs), GCNConv(hidden, C, rngs=rngs),
                              jax.nn.relu)
     if kind == "gat":
-        return two_layer_nnx(GATConv(F, HIDDEN // GAT_HEADS, heads=GAT_HEADS, rngs=rngs),
-                             GATConv(HIDDEN, C, heads=1, concat=False, rngs=rngs), jax.nn.elu)
+        return two_layer_nnx(GATConv(F, hidden // GAT_HEADS, heads=GAT_HEADS, rngs=rngs),
+                             GATConv(hidden, C, heads=1, concat=False, rngs=rngs), jax.nn.elu)
     if kind == "sage":
-        return two_layer_nnx(SAGEConv(F, HIDDEN, aggr="mean", rngs=rngs),
-                             SAGEConv(HIDDEN, C, aggr="mean", rngs=rngs), jax.nn.relu)
+        return two_layer_nnx(SAGEConv(F, hidden, aggr="mean", rngs=rngs),
+                             SAGEConv(hidden, C, aggr="mean", rngs=rngs), jax.nn.relu)
     raise ValueError(kind)
 
 
-def build_pyg(kind: str, g: GraphData, seed: int):
+def build_pyg(kind: str, g: GraphData, seed: int, *, hidden: int = HIDDEN):
     import torch
     from torch_geometric.nn import GATConv, GCNConv, SAGEConv
 
     torch.manual_seed(seed)
     F, C = g.num_features, g.num_classes
     if kind == "gcn":
-        return two_layer_torch(GCNConv(F, HIDDEN), GCNConv(HIDDEN, C), torch.relu)
+        return two_layer_torch(GCNConv(F, hidden), GCNConv(hidden, C), torch.relu)
     if kind == "gat":
-        return two_layer_torch(GATConv(F, HIDDEN // GAT_HEADS, heads=GAT_HEADS),
-                               GATConv(HIDDEN, C, heads=1, concat=False),
+        return two_layer_torch(GATConv(F, hidden // GAT_HEADS, heads=GAT_HEADS),
+                               GATConv(hidden, C, heads=1, concat=False),
                                torch.nn.functional.elu)
     if kind == "sage":
-        return two_layer_torch(SAGEConv(F, HIDDEN, aggr="mean"),
-                               SAGEConv(HIDDEN, C, aggr="mean"), torch.relu)
+        return two_layer_torch(SAGEConv(F, hidden, aggr="mean"),
+                               SAGEConv(hidden, C, aggr="mean"), torch.relu)
     raise ValueError(kind)
 
 

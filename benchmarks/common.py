@@ -133,6 +133,44 @@ def timeit(fn, sync, *, steps: int, warmup: int) -> list[float]:
     return times
 
 
+def rss_bytes() -> int:
+    """This process's resident set size (``/proc/self/statm``; 0 where unreadable)."""
+    try:
+        return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def rss_peak_delta(fn, *, interval_s: float = 0.0005):
+    """Call ``fn()`` while a thread samples the RSS every ``interval_s``:
+    ``(result, peak RSS during the call - RSS just before it)`` in bytes.
+
+    A lower bound of what the call allocates: memory that the allocator kept
+    from earlier calls (glibc keeps freed blocks under its mmap threshold, up
+    to 32 MiB each) is reused without growing the RSS, and a peak shorter than
+    the sampling interval can be missed. It works for any framework on CPU
+    (torch's CPU allocator keeps no statistics); on a GPU it sees host memory only.
+    """
+    import threading
+
+    before, peak, done = rss_bytes(), [0], threading.Event()
+
+    def sample():
+        while not done.is_set():
+            peak[0] = max(peak[0], rss_bytes())
+            time.sleep(interval_s)
+
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+    try:
+        result = fn()
+    finally:
+        done.set()
+        thread.join()
+    peak[0] = max(peak[0], rss_bytes())
+    return result, max(peak[0] - before, 0)
+
+
 def print_table(headers: list[str], rows: list[list], *, title: str | None = None) -> None:
     cells = [[str(c) for c in r] for r in rows]
     widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h)

@@ -163,6 +163,18 @@ class JaxRunner:
         self.state, loss = self.jitted(self.state, self.inputs[k])
         return float(loss)
 
+    def memory(self) -> dict[str, int | None]:
+        """XLA's own account of the compiled step (``compiled.memory_analysis()``,
+        per device for a sharded step): bytes of ``arguments``, ``outputs``,
+        ``temps`` (scratch buffers), ``alias`` (outputs that reuse argument
+        buffers) and ``peak`` (``None`` where the backend does not say). Lowers
+        and compiles the step once more (the compile cache usually answers)."""
+        stats = self.jitted.lower(self.state, self.inputs[0]).compile().memory_analysis()
+        get = lambda name: None if stats is None else getattr(stats, name, None)
+        return {"arguments": get("argument_size_in_bytes"),
+                "outputs": get("output_size_in_bytes"), "temps": get("temp_size_in_bytes"),
+                "alias": get("alias_size_in_bytes"), "peak": get("peak_memory_in_bytes")}
+
     def breakdown(self) -> tuple[float, float]:
         """AOT timings of a fresh jit of the step: (trace+lower s, XLA compile s)."""
         fresh = jax_train_step(self.graphdef, self.loss_fn)
