@@ -508,12 +508,7 @@ def _sage_layer(conv: SAGEConv, h, pg: PartitionedGraph, axis: str):
         out = conv.propagate(pg.adj, (t, None), size=(pg.num_src, h.shape[0]))
         if conv.lin_l.bias is not None:
             out = out + conv.lin_l.bias[...]
-        if conv.lin_r is not None:
-            out = out + apply_linear(conv.lin_r, h)
-        if conv.normalize:
-            norm = jnp.sqrt(jnp.sum(out * out, axis=-1, keepdims=True))
-            out = out / jnp.maximum(norm, 1e-12)
-        return out
+        return conv.combine(out, h)
     return conv((_exchange(as_dense(h), pg, axis), h), pg.adj)
 
 

@@ -66,6 +66,12 @@ class SAGEConv(MessagePassing):
                 out = out + self.lin_l.bias[...]
         else:
             out = self.lin_l(self.propagate(edge_index, (as_dense(x_src), None), size=size))
+        return self.combine(out, x_dst)
+
+    def combine(self, out, x_dst):
+        """The aggregated neighbours ``out`` plus the root term, normalised if
+        asked: the end of the update (also run by ``gnncore.partition``, which
+        aggregates across devices itself)."""
         if self.lin_r is not None:
             out = out + apply_linear(self.lin_r, x_dst)
         if self.normalize:
