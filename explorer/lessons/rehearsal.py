@@ -44,9 +44,11 @@ __all__ = ["ENV", "FIRST", "Rehearsal", "fingerprint", "order", "wanted"]
 
 ENV = "EXPLORER_REHEARSE"  # "0": no rehearsals (the test suite's default)
 #: rehearsed before the others: the lessons that compile most (cold, on a 2-core
-#: machine: 5.7 and 5.9 s of rehearsal, against at most 4.3 s for any other), which
-#: a class clicking straight through reaches before an in-order rehearsal would
-FIRST = ("overhead", "retracing")
+#: machine: 5.7 and 5.9 s of rehearsal, and lesson 18's three programs with its
+#: dataset, 4 s to open cold in the browser; the others compile in at most 4.3 s,
+#: most under 1 s), which a class clicking straight through reaches before an
+#: in-order rehearsal would
+FIRST = ("overhead", "retracing", "unsynced-replicas")
 _PARENT = "EXPLORER_REHEARSAL_PARENT"  # the server's pid, checked by the child
 _ROOT = Path(__file__).resolve().parents[2]
 log = logging.getLogger("explorer")
