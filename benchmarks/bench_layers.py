@@ -20,9 +20,12 @@ loss before and after the timed steps (a sanity check that the step trains).
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from functools import partial
+
+import numpy as np
 
 from benchmarks.common import GraphData, load_average, shapes
 from benchmarks.runners import (
@@ -128,6 +131,75 @@ def _target(base: dict, ms: dict) -> str:
     return "yes" if step_ok and base["compile_s"] <= 1.0 else "no"
 
 
+# ------------------------------------------------------------ roofline
+ROOFLINE_MODELS = ("gcn", "sage")
+
+
+def memory_bandwidth(megabytes: int = 256, repeats: int = 5) -> float:
+    """Bytes per second this machine's memory moves, measured now: the best of
+    ``repeats`` copies of a ``megabytes`` float32 array with numpy (each copy
+    reads and writes the array: 2x its size)."""
+    src = np.ones(megabytes * 2**20 // 4, np.float32)
+    dst = np.empty_like(src)
+    best = math.inf
+    for _ in range(repeats):
+        start = time.perf_counter()
+        np.copyto(dst, src)
+        best = min(best, time.perf_counter() - start)
+    return 2 * src.nbytes / best
+
+
+def step_bytes(kind: str, g: GraphData, hidden: int = HIDDEN) -> int:
+    """The bytes a 2-layer GCN / GraphSAGE training step (forward + backward +
+    Adam, float32 values, int32 indices) must move at the least, with every
+    array touched as few times as the algorithm allows:
+
+    - the features: read twice (``x @ W1`` forward, ``x.T @ grad`` for ``dW1``);
+    - per layer (input width ``a``, output ``b``): its output written and read
+      back (forward, and the activation's backward), its output gradient
+      written and read; the hidden input's gradient written (layer 2);
+    - per layer, two passes over the CSR edges (the sum forward, its transpose
+      backward), each reading the row pointers, the edge indices and weights,
+      one gathered row of width ``b`` per edge, and writing ``N x b``;
+    - the parameters (two weight matrices per SAGE layer), their gradients and
+      Adam's two moments: each read and written once.
+
+    A lower bound, not a model of any one implementation: the ratio of the
+    measured step to ``step_bytes / bandwidth`` says how much is left."""
+    f4 = 4
+    n, e, f, c = g.num_nodes, g.num_edges, g.num_features, g.num_classes
+    total = 2 * n * f * f4
+    weights = 0
+    for a, b in ((f, hidden), (hidden, c)):
+        total += 4 * n * b * f4  # output: write, read; its gradient: write, read
+        if a != f:
+            total += n * a * f4  # the hidden input's gradient
+        total += 2 * ((n + 1) * f4 + 2 * e * f4 + e * b * f4 + n * b * f4)
+        weights += (2 if kind == "sage" else 1) * a * b + b
+    return total + 2 * 4 * weights * f4  # params, grads, two moments: read + write
+
+
+def print_roofline(results: list[dict], graphs: list[GraphData],
+                   bandwidth: float) -> None:
+    rows = [r for r in results if r["framework"] == "gnncore" and r["model"] in ROOFLINE_MODELS]
+    if not rows:
+        return
+    by_name = {g.name: g for g in graphs}
+    print(f"\nRoofline (memory bandwidth measured in this run: {bandwidth / 1e9:.1f} GB/s, a "
+          "256 MB numpy copy, best of 5)")
+    print("| shape  | model | bytes a step must move | at bandwidth, ms | gnncore median ms "
+          "| measured / roofline |")
+    print("|--------|-------|------------------------|------------------|-------------------"
+          "|---------------------|")
+    for r in rows:
+        need = step_bytes(r["model"], by_name[r["shape"]])
+        bound_ms = 1e3 * need / bandwidth
+        ratio = r["median_ms"] / bound_ms
+        print(f"| {r['shape']:<6} | {r['model']:<5} | {need / 2**20:>19.1f} MB | "
+              f"{bound_ms:>16.2f} | {r['median_ms']:>17.2f} | {ratio:>18.1f}x |")
+        r["roofline_ms"] = bound_ms
+
+
 # ---------------------------------------------------------------- main
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -161,11 +233,13 @@ def main(argv=None) -> int:
     print_ratio_table(results, graphs, models, target=_target,
                       target_header="target met (<=0.5, <=1 s)",
                       title="Ratios (median step time; < 1 means gnncore is faster)")
+    bandwidth = memory_bandwidth()
+    print_roofline(results, graphs, bandwidth)
     print(f"\ntotal wall time {time.perf_counter() - t_start:.0f} s; "
           f"load average now {load_average()}")
     if args.json:
         write_json(args.json, {"machine": info, "versions": vers, "steps": cfg.steps,
-                               "results": results})
+                               "bandwidth_bytes_per_s": bandwidth, "results": results})
     return 0
 
 

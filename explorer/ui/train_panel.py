@@ -116,6 +116,17 @@ def _accuracy_metric(column, split: str, value: float, size: int, unit: str) -> 
                       "predicted correctly (eval mode).")
 
 
+def _ask_step() -> None:
+    _S.t_steps_asked = _S.get("t_steps_asked", 0) + 1
+
+
+def _step_once(ws: Workspace) -> None:
+    try:
+        ws.step()
+    finally:  # answered, even if the step failed: a rerun must not try it again
+        _S.t_steps_taken = _S.t_steps_asked
+
+
 def _live(ws: Workspace, token: int) -> None:
     due, _ = answer_due(), answer_due(False)  # skip one tick at most
     if ws.playing and not due:  # a canvas answer waits later in this run: no tick now
@@ -215,16 +226,18 @@ def render(ws: Workspace) -> None:
                    type="primary", disabled=ws.playing or ws.run is None, **stretch)
     cols[1].button("Pause", key="t_pause", icon=":material/pause:", on_click=ws.pause,
                    disabled=not ws.playing, **stretch)
-    step = cols[2].button("Step", key="t_step", icon=":material/skip_next:",
-                          disabled=ws.run is None, **stretch)
+    cols[2].button("Step", key="t_step", icon=":material/skip_next:", on_click=_ask_step,
+                   disabled=ws.run is None, **stretch)
     cols[3].button("Reset", key="t_reset", icon=":material/restart_alt:", on_click=ws.reset,
                    help="Fresh weights from the seed; the history is cleared.", **stretch)
-    if step:
+    if _S.get("t_steps_taken", 0) < _S.get("t_steps_asked", 0):
+        # one step per click: counted, not read from the button, whose value a
+        # run interrupted by another rerun hands on to the next run (two steps)
         if ws.steps_done == 0 and ws.config.stepper.compiled:
             with st.spinner("Compiling the training step…"):
-                ws.step()
+                _step_once(ws)
         else:
-            ws.step()
+            _step_once(ws)
     download = script_download(ws)
     st.download_button(
         "Download as script", data=download[0] if download else "", key="t_export",
