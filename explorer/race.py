@@ -16,7 +16,7 @@ from explorer.config import RunConfig
 from explorer.engine import STEPPERS, Run, TrainingStopped
 from gnncore import Graph
 
-__all__ = ["RaceEntry", "lanes", "race"]
+__all__ = ["RaceEntry", "lane_label", "lanes", "race"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,8 +44,7 @@ class RaceEntry:
 
     @property
     def label(self) -> str:
-        """The lane's name: the mode, and its device count when over one."""
-        return self.mode if self.devices == 1 else f"{self.mode} × {self.devices} devices"
+        return lane_label(self.mode, self.devices)
 
     def row(self) -> dict:
         """A flat dict for tables and charts."""
@@ -56,6 +55,11 @@ class RaceEntry:
                 "params changed": f"{self.params_changed} of {self.params_total}",
                 "final loss": self.losses[-1] if self.losses else math.nan,
                 "test acc": self.final_test_acc, "verdict": self.verdict}
+
+
+def lane_label(mode: str, devices: int) -> str:
+    """A lane's name: the mode, and its device count when over one."""
+    return mode if devices == 1 else f"{mode} × {devices} devices"
 
 
 def lanes(config: RunConfig, modes: Sequence[str] | None = None) -> list[tuple[str, int]]:
@@ -78,7 +82,7 @@ def race(config: RunConfig, graph: Graph | None = None, *, steps: int | None = N
     entries = []
     for i, (mode, devices) in enumerate(todo):
         if progress:
-            progress(mode if devices == 1 else f"{mode} × {devices} devices", i, len(todo))
+            progress(lane_label(mode, devices), i, len(todo))
         run = Run(config.replace(mode=mode, devices=devices), graph)
         stopped = ""
         try:

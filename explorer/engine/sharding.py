@@ -22,6 +22,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from gnncore import parallel
+from gnncore.parallel import replicate  # every array copied whole onto each device
 
 __all__ = ["AXIS", "layout", "make_mesh", "place", "replicate", "split_axis"]
 
@@ -55,11 +56,6 @@ def _sharding(array, mesh: Mesh) -> NamedSharding:
 def place(tree, mesh: Mesh):
     """Every array of ``tree`` on ``mesh``, split along :func:`split_axis`."""
     return jax.tree.map(lambda a: jax.device_put(a, _sharding(a, mesh)), tree)
-
-
-def replicate(tree, mesh: Mesh):
-    """Every array of ``tree`` copied whole onto each device of ``mesh``."""
-    return jax.device_put(tree, NamedSharding(mesh, PartitionSpec()))
 
 
 def layout(arrays: dict[str, object]) -> list[dict]:
