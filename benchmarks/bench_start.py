@@ -1,0 +1,181 @@
+"""Issue 18's start-up targets in a real browser: how long a person waits for
+the first page and for the first loss point.
+
+Per round, with a fresh (empty) compilation cache directory:
+
+1. a new server; session 1 opens the page: server process start -> first
+   paint (every panel drawn: the title, the graph canvas, the model panel, the
+   step counter and the Play button), and ready (the script idle); then Play ->
+   first point in the loss chart (a cold compile);
+2. session 2 on the same running server: page open -> first paint, and Play ->
+   first point (the same shapes were compiled by session 1);
+3. the server is stopped and started again on the same cache directory:
+   session 3's first paint and Play -> first point (the compile is read from
+   the persistent cache).
+
+Targets: first paint <= 3 s (1) and <= 1.5 s (2); first point <= 1.5 s (1)
+and <= 0.5 s (2, 3).
+
+Usage (from the repository root)::
+
+    python -m benchmarks.bench_start [--rounds N] [--mode nnx.jit]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import tempfile
+import time
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+from benchmarks.common import (  # noqa: E402
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    AppServer,
+    load_average,
+    machine_info,
+    playwright_or_exit,
+    print_table,
+    versions,
+)
+
+VIEWPORT = {"width": 1500, "height": 1400}
+TIMEOUT_MS = 120_000
+TARGETS = {"paint 1": 3.0, "paint 2": 1.5, "point 1": 1.5, "point 2": 0.5, "point 3": 0.5}
+
+POINTS_JS = """() => {
+    for (const div of document.querySelectorAll('.js-plotly-plot')) {
+        const t = (div.layout || {}).title;
+        const text = (typeof t === 'string' ? t : (t && t.text)) || '';
+        if (text.replace(/<[^>]*>/g, '').trim() === 'Training loss') {
+            const data = div.data || [];
+            return data.length && data[0].x ? data[0].x.length : 0;
+        }
+    }
+    return 0;
+}"""
+
+
+def open_page(browser, url: str, t0: float) -> tuple:
+    """A new tab on ``url``; returns (page, context, s to first paint, s to ready),
+    both counted from ``t0``."""
+    context = browser.new_context(viewport=VIEWPORT)
+    page = context.new_page()
+    page.goto(url + "/", timeout=TIMEOUT_MS)
+    page.get_by_role("heading", name="GNN JIT Explorer").wait_for(timeout=TIMEOUT_MS)
+    page.locator(".st-key-t_play button").wait_for(timeout=TIMEOUT_MS)
+    page.get_by_text(re.compile(r"Step 0 of \d+")).wait_for(timeout=TIMEOUT_MS)
+    page.locator(".st-key-g_canvas").first.wait_for(timeout=TIMEOUT_MS)
+    page.locator(".st-key-m_epochs input").wait_for(timeout=TIMEOUT_MS)
+    paint = time.perf_counter() - t0
+    page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]',
+                           timeout=TIMEOUT_MS)
+    ready = time.perf_counter() - t0
+    return page, context, paint, ready
+
+
+def first_point(page) -> float:
+    page.locator(".st-key-t_play button").wait_for(timeout=TIMEOUT_MS)
+    clicked = time.perf_counter()
+    page.locator(".st-key-t_play button").click()
+    page.wait_for_function(f"({POINTS_JS})() >= 1", timeout=TIMEOUT_MS, polling=10)
+    took = time.perf_counter() - clicked
+    page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]',
+                           timeout=TIMEOUT_MS)  # Play's 100 steps done
+    return took
+
+
+def one_round(browser, cache: str, mode: str) -> dict:
+    os.environ["EXPLORER_COMPILATION_CACHE"] = cache
+    out = {}
+    server = AppServer(name="bench_start")
+    pages = []
+    try:
+        out["health 1"] = server.wait_healthy()
+        page, ctx, out["paint 1"], out["ready 1"] = open_page(browser, server.url, server.started)
+        pages.append(ctx)
+        select_mode(page, mode)
+        out["point 1"] = first_point(page)
+        t0 = time.perf_counter()
+        page, ctx, out["paint 2"], out["ready 2"] = open_page(browser, server.url, t0)
+        pages.append(ctx)
+        select_mode(page, mode)
+        out["point 2"] = first_point(page)
+    finally:
+        for ctx in pages:
+            ctx.close()
+        server.stop()
+    server = AppServer(name="bench_start")
+    try:
+        out["health 3"] = server.wait_healthy()
+        page, ctx, out["paint 3"], out["ready 3"] = open_page(browser, server.url, server.started)
+        select_mode(page, mode)
+        out["point 3"] = first_point(page)
+        ctx.close()
+    finally:
+        server.stop()
+    return out
+
+
+def select_mode(page, mode: str) -> None:
+    from explorer.config import RunConfig
+    from explorer.engine import STEPPERS
+
+    if mode != RunConfig().mode:
+        page.locator(".st-key-t_mode").get_by_text(mode, exact=True).click()
+        page.get_by_text(STEPPERS[mode].summary).wait_for(timeout=TIMEOUT_MS)
+    page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]',
+                           timeout=TIMEOUT_MS)
+
+
+COLUMNS = ["health 1", "paint 1", "ready 1", "point 1", "paint 2", "ready 2", "point 2",
+           "health 3", "paint 3", "ready 3", "point 3"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--mode", default="nnx.jit")
+    args = parser.parse_args()
+    sync_playwright = playwright_or_exit()
+    info = machine_info()
+    print(f"machine: {info['cpu']}, {info['cores']} cores, {info['memory']}; "
+          f"python {info['python']}; load average {load_average()}")
+    vers = versions(["streamlit", "playwright", "jax", "flax"])
+    rows, results = [], []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        vers["chromium"] = browser.version
+        print("versions: " + ", ".join(f"{k} {v}" for k, v in vers.items()), flush=True)
+        try:
+            for r in range(1, args.rounds + 1):
+                with tempfile.TemporaryDirectory(prefix="bench_start_cache_") as cache:
+                    res = one_round(browser, cache, args.mode)
+                results.append(res)
+                rows.append([r] + [f"{res[c]:.2f}" for c in COLUMNS])
+                print(f"  round {r}: " + ", ".join(f"{c} {res[c]:.2f}" for c in COLUMNS)
+                      + f"; load {load_average()}", flush=True)
+        finally:
+            browser.close()
+    print(f"\nSeconds per round, mode {args.mode} (1: new server, empty compilation cache; "
+          "2: a second session on it; 3: the server restarted on the same cache; "
+          "paint/ready from the server start (1, 3) or the page open (2); point = Play -> "
+          "first loss point)")
+    print_table(["round"] + COLUMNS, rows)
+    summary = []
+    for key, target in TARGETS.items():
+        med = statistics.median(r[key] for r in results)
+        worst = max(r[key] for r in results)
+        summary.append([key, f"{med:.2f}", f"{worst:.2f}", f"{target:.1f}",
+                        "yes" if worst <= target else "no"])
+    print(f"\nAgainst the targets ({args.rounds} rounds)")
+    print_table(["what", "median s", "max s", "target s", "met (max)"], summary)
+    print(f"\nload average now {load_average()}")
+
+
+if __name__ == "__main__":
+    main()
