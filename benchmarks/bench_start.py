@@ -35,6 +35,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 from benchmarks.common import (  # noqa: E402
     CHROMIUM,
     CHROMIUM_ARGS,
+    POINTS_JS,
     AppServer,
     load_average,
     machine_info,
@@ -46,18 +47,6 @@ from benchmarks.common import (  # noqa: E402
 VIEWPORT = {"width": 1500, "height": 1400}
 TIMEOUT_MS = 120_000
 TARGETS = {"paint 1": 3.0, "paint 2": 1.5, "point 1": 1.5, "point 2": 0.5, "point 3": 0.5}
-
-POINTS_JS = """() => {
-    for (const div of document.querySelectorAll('.js-plotly-plot')) {
-        const t = (div.layout || {}).title;
-        const text = (typeof t === 'string' ? t : (t && t.text)) || '';
-        if (text.replace(/<[^>]*>/g, '').trim() === 'Training loss') {
-            const data = div.data || [];
-            return data.length && data[0].x ? data[0].x.length : 0;
-        }
-    }
-    return 0;
-}"""
 
 
 def open_page(browser, url: str, t0: float) -> tuple:

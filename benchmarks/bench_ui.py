@@ -40,6 +40,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")  # before explorer imports JAX
 from benchmarks.common import (  # noqa: E402
     CHROMIUM,
     CHROMIUM_ARGS,
+    POINTS_JS,
     AppServer,
     load_average,
     machine_info,
@@ -55,20 +56,6 @@ VIEWPORT = {"width": 1500, "height": 2600}
 STEPS_PER_PLAY = 100_000  # the most the sidebar allows: Play never finishes
 TIMEOUT_MS = 120_000
 TARGET = 0.80
-
-# Count of x values in the first trace of the figure titled "Training loss"
-# (Streamlit wraps plotly titles in <b> tags).
-POINTS_JS = """() => {
-    for (const div of document.querySelectorAll('.js-plotly-plot')) {
-        const t = (div.layout || {}).title;
-        const text = (typeof t === 'string' ? t : (t && t.text)) || '';
-        if (text.replace(/<[^>]*>/g, '').trim() === 'Training loss') {
-            const data = div.data || [];
-            return data.length && data[0].x ? data[0].x.length : 0;
-        }
-    }
-    return 0;
-}"""
 
 # Records [performance.now() ms, steps] whenever the step counter changes.
 SAMPLER_JS = """() => {

@@ -225,6 +225,20 @@ def versions(mods: list[str]) -> dict[str, str]:
 
 
 # ------------------------------------------------------------- app server
+# Count of x values in the first trace of the figure titled "Training loss"
+# (Streamlit wraps plotly titles in <b> tags).
+POINTS_JS = """() => {
+    for (const div of document.querySelectorAll('.js-plotly-plot')) {
+        const t = (div.layout || {}).title;
+        const text = (typeof t === 'string' ? t : (t && t.text)) || '';
+        if (text.replace(/<[^>]*>/g, '').trim() === 'Training loss') {
+            const data = div.data || [];
+            return data.length && data[0].x ? data[0].x.length : 0;
+        }
+    }
+    return 0;
+}"""
+
 #: Debian's Chromium (never a downloaded browser) and the flags that work here
 CHROMIUM = Path(os.environ.get("EXPLORER_CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
