@@ -42,6 +42,7 @@ from benchmarks.common import (  # noqa: E402
     playwright_or_exit,
     print_table,
     versions,
+    wait_idle,
 )
 
 VIEWPORT = {"width": 1500, "height": 1400}
@@ -61,8 +62,7 @@ def open_page(browser, url: str, t0: float) -> tuple:
     page.locator(".st-key-g_canvas").first.wait_for(timeout=TIMEOUT_MS)
     page.locator(".st-key-m_epochs input").wait_for(timeout=TIMEOUT_MS)
     paint = time.perf_counter() - t0
-    page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]',
-                           timeout=TIMEOUT_MS)
+    wait_idle(page, TIMEOUT_MS)
     ready = time.perf_counter() - t0
     return page, context, paint, ready
 
@@ -73,40 +73,32 @@ def first_point(page) -> float:
     page.locator(".st-key-t_play button").click()
     page.wait_for_function(f"({POINTS_JS})() >= 1", timeout=TIMEOUT_MS, polling=10)
     took = time.perf_counter() - clicked
-    page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]',
-                           timeout=TIMEOUT_MS)  # Play's 100 steps done
+    wait_idle(page, TIMEOUT_MS)  # Play's 100 steps done
     return took
 
 
+def visit(browser, url: str, t0: float, mode: str, out: dict, n: int, contexts: list) -> None:
+    """Session ``n``: open the page, choose ``mode``, Play; its times go into ``out``."""
+    page, context, out[f"paint {n}"], out[f"ready {n}"] = open_page(browser, url, t0)
+    contexts.append(context)
+    select_mode(page, mode)
+    out[f"point {n}"] = first_point(page)
+
+
 def one_round(browser, cache: str, mode: str) -> dict:
-    os.environ["EXPLORER_COMPILATION_CACHE"] = cache
-    out = {}
-    server = AppServer(name="bench_start")
-    pages = []
-    try:
-        out["health 1"] = server.wait_healthy()
-        page, ctx, out["paint 1"], out["ready 1"] = open_page(browser, server.url, server.started)
-        pages.append(ctx)
-        select_mode(page, mode)
-        out["point 1"] = first_point(page)
-        t0 = time.perf_counter()
-        page, ctx, out["paint 2"], out["ready 2"] = open_page(browser, server.url, t0)
-        pages.append(ctx)
-        select_mode(page, mode)
-        out["point 2"] = first_point(page)
-    finally:
-        for ctx in pages:
-            ctx.close()
-        server.stop()
-    server = AppServer(name="bench_start")
-    try:
-        out["health 3"] = server.wait_healthy()
-        page, ctx, out["paint 3"], out["ready 3"] = open_page(browser, server.url, server.started)
-        select_mode(page, mode)
-        out["point 3"] = first_point(page)
-        ctx.close()
-    finally:
-        server.stop()
+    os.environ["EXPLORER_COMPILATION_CACHE"] = cache  # the servers below inherit it
+    out, contexts = {}, []
+    for sessions in ((1, 2), (3,)):  # a new server, then the same cache restarted
+        server = AppServer(name="bench_start")
+        try:
+            out[f"health {sessions[0]}"] = server.wait_healthy()
+            for n in sessions:  # the first from the server start, a later one from its open
+                t0 = server.started if n == sessions[0] else time.perf_counter()
+                visit(browser, server.url, t0, mode, out, n, contexts)
+        finally:
+            while contexts:
+                contexts.pop().close()
+            server.stop()
     return out
 
 
@@ -117,8 +109,7 @@ def select_mode(page, mode: str) -> None:
     if mode != RunConfig().mode:
         page.locator(".st-key-t_mode").get_by_text(mode, exact=True).click()
         page.get_by_text(STEPPERS[mode].summary).wait_for(timeout=TIMEOUT_MS)
-    page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]',
-                           timeout=TIMEOUT_MS)
+    wait_idle(page, TIMEOUT_MS)
 
 
 COLUMNS = ["health 1", "paint 1", "ready 1", "point 1", "paint 2", "ready 2", "point 2",

@@ -47,6 +47,7 @@ from benchmarks.common import (  # noqa: E402
     playwright_or_exit,
     print_table,
     versions,
+    wait_idle,
 )
 from explorer.config import RunConfig  # noqa: E402
 from explorer.engine import STEPPERS  # noqa: E402
@@ -139,11 +140,6 @@ def ui(browser, mode: str, seconds: float, warmup: float, options: list[str]) ->
         if context is not None:
             context.close()
         server.stop()
-
-
-def wait_idle(page) -> None:
-    page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]',
-                           timeout=TIMEOUT_MS)
 
 
 # --------------------------------------------------------------------- main

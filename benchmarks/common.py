@@ -239,6 +239,12 @@ POINTS_JS = """() => {
     return 0;
 }"""
 
+
+def wait_idle(page, timeout_ms: int = 120_000) -> None:
+    """Wait until the app's script has finished its run (Streamlit's own flag)."""
+    page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]',
+                           timeout=timeout_ms)
+
 #: Debian's Chromium (never a downloaded browser) and the flags that work here
 CHROMIUM = Path(os.environ.get("EXPLORER_CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
