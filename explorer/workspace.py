@@ -25,7 +25,7 @@ from explorer.audit import AuditReport
 from explorer.config import RunConfig
 from explorer.drawing import Drawing
 from explorer.editor import Editor, FileData, GraphStats, from_file, open_graph
-from explorer.engine import Run, StepRecord, Task, TrainingStopped, task_for
+from explorer.engine import Run, SharedCompiles, StepRecord, Task, TrainingStopped, task_for
 from explorer.graphio import load_graph_file
 from explorer.player import TICK_BUDGET_S, Player, release_memory
 from explorer.race import RaceEntry, race
@@ -47,11 +47,15 @@ class Workspace:
     Arguments:
         config: the starting configuration; its ``graph`` preset is loaded.
         tick_budget_s: how long one tick may train before returning.
+        shared: compiled steps shared with other workspaces (the app's sessions:
+            :class:`~explorer.engine.compiles.SharedCompiles`); ``None``: every
+            run compiles its own.
     """
 
     def __init__(self, config: RunConfig | None = None, *,
-                 tick_budget_s: float = TICK_BUDGET_S):
+                 tick_budget_s: float = TICK_BUDGET_S, shared: SharedCompiles | None = None):
         config = config or RunConfig()
+        self.shared = shared
         self.player = Player(tick_budget_s=tick_budget_s)
         self.revision = 0  # bumped by every change of the drawing (UI widget keys)
         self.loads = 0  # bumped when a new graph is loaded (the canvas fits it in view)
@@ -431,9 +435,9 @@ class Workspace:
         """The run of ``config`` on ``editor``'s graph (``None``: an empty
         drawing). Raises ``ValueError`` when it cannot be built."""
         if not config.task.editable:
-            return Run(config)
+            return Run(config, shared=self.shared)
         graph = editor.graph(config)
-        return None if graph is None else Run(config, graph)
+        return None if graph is None else Run(config, graph, shared=self.shared)
 
     def _start(self, run: Run | None) -> None:
         self.player.start(run, self.config.epochs)

@@ -76,9 +76,13 @@ def sgd(learning_rate, weight_decay):
 OPTIMIZERS = {"adam": adam, "adamw": adamw, "sgd": sgd}
 
 
-def build_optimizer(config: RunConfig, model: GNN) -> nnx.Optimizer:
-    """The config's optimizer over the model's ``nnx.Param`` variables."""
-    tx = OPTIMIZERS[config.optimizer](config.learning_rate, config.weight_decay)
+def build_optimizer(config: RunConfig, model: GNN, tx=None) -> nnx.Optimizer:
+    """The config's optimizer over the model's ``nnx.Param`` variables.
+    ``tx``: the config's optax transform when the caller already has it (runs
+    sharing compiled steps share it: its functions are static structure of
+    the optimizer, part of what a compiled step is keyed by)."""
+    if tx is None:
+        tx = OPTIMIZERS[config.optimizer](config.learning_rate, config.weight_decay)
     return nnx.Optimizer(model, tx, wrt=nnx.Param)
 
 

@@ -29,6 +29,7 @@ from explorer.audit import (
 )
 from explorer.config import ConfigError, RunConfig
 from explorer.engine import recipe, sharding
+from explorer.engine.compiles import SharedCompiles, TraceCounter, counted, counting
 from explorer.engine.inputs import StepInputs
 from explorer.engine.steppers import Stepper, stepper_for
 from explorer.engine.tasks import Task, shape_change
@@ -63,6 +64,9 @@ class StepRecord:
     trace_cause: str = ""  # why this step traced: "first call" or the shape change
     call_steps: int = 1  # training steps of the call this step ran in
     call_traced: bool = False  # that call traced (True on every one of its records)
+    #: why a call that was due to trace (its first, or new shapes) did not: the
+    #: step was already compiled for its shapes (``""``: it was not due, or traced)
+    reused: str = ""
 
     @property
     def cache_hit(self) -> bool:
@@ -73,33 +77,6 @@ class StepRecord:
     def call_wall_s(self) -> float:
         """The synced wall time of the whole call this step ran in."""
         return self.wall_s * self.call_steps
-
-
-# Everything a Run compiles or keeps as a callable is built from what it needs
-# (the trace counter, the modules), never from the Run itself: a jitted bound
-# method or a closure over ``self`` made every Run a reference cycle, which only
-# Python's cycle collector frees. The app turns Streamlit's per-rerun
-# gc.collect() off (it cost ~150 ms a training tick), so a replaced run (its
-# graph, model, optimizer state, executables) stayed in memory until a rare full
-# collection: gigabytes after a few Resets on a big graph. Without the cycle,
-# reference counting frees a run as soon as the workspace lets go of it.
-class _TraceCounter:
-    """How many times the compiled step traced: a Python side effect of tracing."""
-
-    __slots__ = ("traces",)
-
-    def __init__(self):
-        self.traces = 0
-
-
-def _counted(train_step, counter: _TraceCounter):
-    """``train_step``, counting each trace in ``counter``."""
-
-    def counted_step(model, optimizer, inputs):
-        counter.traces += 1  # Python runs this once per trace, not per call
-        return train_step(model, optimizer, inputs)
-
-    return counted_step
 
 
 def _hidden(model, inputs):
@@ -124,7 +101,8 @@ class Run:
     traces), :attr:`history` and :attr:`changes`.
     """
 
-    def __init__(self, config: RunConfig, graph: Graph | None = None):
+    def __init__(self, config: RunConfig, graph: Graph | None = None, *,
+                 shared: SharedCompiles | None = None):
         self.config = config
         self.task: Task = config.task.load(config, graph)
         g = self.task.graph
@@ -142,18 +120,25 @@ class Run:
                 raise ConfigError("devices", str(err)) from None
             self._place(self.task)
         self.model = recipe.build_model(config, g.num_features, self.task.num_classes)
-        self.optimizer = recipe.build_optimizer(config, self.model)
+        tx = None if shared is None else shared.transform(
+            config.optimizer, config.learning_rate, config.weight_decay)
+        self.optimizer = recipe.build_optimizer(config, self.model, tx)
         if self.mesh is not None:  # one whole copy per device, before any mode splits it
             nnx.update(self.optimizer, sharding.replicate(nnx.state(self.optimizer), self.mesh))
             nnx.update(self.model, sharding.replicate(nnx.state(self.model), self.mesh))
         self.model.train()
-        self._counter = _TraceCounter()
+        self._counter = TraceCounter()
         #: the mutating NNX step ``(model, optimizer, inputs) -> loss`` that every
-        #: mode wraps (the lessons reuse it); each trace counts in trace_count
-        self.train_step = _counted(recipe.train_step, self._counter)
+        #: mode wraps (the lessons reuse it); each trace in a call of this run's
+        #: step counts in trace_count
+        self.train_step = (counted(recipe.train_step, self._counter) if shared is None
+                           else shared.train_step)
+        #: where the compiled step came from when runs share them (the app); None:
+        #: this run compiles its own
+        self.shared = shared
         kind = stepper_for(config.mode)
         self.stepper: Stepper = kind(self.train_step, self.model, self.optimizer,
-                                     **kind.settings(config))
+                                     shared=shared, **kind.settings(config))
         self.history: list[StepRecord] = []
         self._pending_cause = "first call"
         #: per step, how every variable changed (the parameter-change heatmap)
@@ -316,7 +301,8 @@ class Run:
             jax.block_until_ready((out, stepper.state))
             return elapsed / (steps * per_call)
 
-        return {"naive_s": timed(False), "synced_s": timed(True)}
+        with counting(self._counter):
+            return {"naive_s": timed(False), "synced_s": timed(True)}
 
     # ----------------------------------------------------------------- steps
     def sync(self) -> None:
@@ -347,8 +333,9 @@ class Run:
         before_traces = self.trace_count
         good_state = self.stepper.checkpoint()
         start = time.perf_counter()
-        loss = self.stepper(self.inputs)
-        jax.block_until_ready((loss, self.stepper.state))
+        with counting(self._counter):
+            loss = self.stepper(self.inputs)
+            jax.block_until_ready((loss, self.stepper.state))
         wall = time.perf_counter() - start
         loss = float(loss)
         step_no = len(self.history) + 1
@@ -367,13 +354,24 @@ class Run:
                             val_acc=accs["val"], test_acc=accs["test"], wall_s=wall,
                             traced=traced, trace_count=self.trace_count if compiled else 0,
                             trace_cause=self._pending_cause if traced else "",
-                            call_traced=traced)
-        if traced or not compiled:
-            self._pending_cause = ""
+                            call_traced=traced,
+                            reused=self._reuse(compiled and not traced))
+        self._pending_cause = ""
         self.history.append(record)
         self.changes.append(compare_snapshots(self._last, current))
         self._last = current
         return record
+
+    def _reuse(self, untraced: bool) -> str:
+        """Why a compiled call that was due to trace (first call, new shapes)
+        did not: its step was already compiled for these shapes. ``""`` when it
+        was not due, or traced."""
+        if not (untraced and self._pending_cause):
+            return ""
+        if self.shared is not None:
+            return ("an earlier run on this server (another session, or this one before a "
+                    "Reset) compiled the step for these shapes")
+        return "this run compiled the step for these shapes before"
 
     def _many_steps(self, steps: int) -> list[StepRecord]:
         """One call of ``steps`` training steps (the scan mode), unrolled into
@@ -384,8 +382,9 @@ class Run:
         before_traces = self.trace_count
         good_state = self.stepper.checkpoint()
         start = time.perf_counter()
-        losses, measured = self.stepper.run_steps(self.inputs, self.task.targets, steps)
-        jax.block_until_ready((losses, measured, self.stepper.state))
+        with counting(self._counter):
+            losses, measured = self.stepper.run_steps(self.inputs, self.task.targets, steps)
+            jax.block_until_ready((losses, measured, self.stepper.state))
         wall = time.perf_counter() - start
         losses = np.asarray(losses, dtype=np.float64)
         measured = {k: np.asarray(v) for k, v in measured.items()}
@@ -406,7 +405,8 @@ class Run:
             cause = self._pending_cause or (
                 f"a new scan length: {steps} step{'s' if steps != 1 else ''} in this call "
                 f"instead of {self.stepper.steps_per_call} (the length is static)")
-            self._pending_cause = ""
+        reused = self._reuse(not traced)
+        self._pending_cause = ""
         records = []
         for i in range(steps):
             train, val, test = (float(a) for a in measured["accuracy"][i])
@@ -414,7 +414,7 @@ class Run:
                 step=first + i, loss=float(losses[i]), train_acc=train, val_acc=val,
                 test_acc=test, wall_s=wall / steps, traced=traced and i == 0,
                 trace_count=self.trace_count, trace_cause=cause if i == 0 else "",
-                call_steps=steps, call_traced=traced))
+                call_steps=steps, call_traced=traced, reused=reused if i == 0 else ""))
             self.changes.append([
                 VariableChange(path, kind, bool(measured["changed"][i, v]),
                                float(measured["relative_change"][i, v]))

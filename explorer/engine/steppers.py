@@ -6,6 +6,13 @@ function, with the comment above it, is also what an exported script contains
 for that mode, so the script's step is the code that ran. :data:`STEPPERS` is
 the one table of modes: the config, CLI, UI, race, lessons and export read it.
 
+Runs that share compiled steps (the app's sessions: ``explorer.engine.compiles``)
+build the jitted part once per server and bind each run's modules to it
+(:meth:`Stepper.bind`, the same call the ``make_*`` function's step makes):
+for the modes that jit the mutating step, the jitted function is
+:attr:`Stepper.jit` of it; the functional and scan modes share what their
+``make_*`` function returns, per graphdef.
+
 Adding a mode means one new ``make_*`` function and :class:`Stepper` subclass
 here, registered in :data:`STEPPERS`, plus its lesson text.
 """
@@ -21,6 +28,7 @@ from flax import nnx
 
 from explorer import audit
 from explorer.engine import recipe
+from explorer.engine.compiles import SharedCompiles
 
 __all__ = ["STEPPERS", "Stepper", "stepper_for"]
 
@@ -144,6 +152,13 @@ def make_eval_measure(evaluate, model, optimizer):
     return accuracies
 
 
+def _bound(jitted_step, model, optimizer):
+    def step(inputs):
+        return jitted_step(model, optimizer, inputs)
+
+    return step
+
+
 class Stepper:
     """How one JIT mode runs the training step of a run.
 
@@ -152,6 +167,11 @@ class Stepper:
         model, optimizer: the run's modules.
         settings: what :meth:`settings` reads from the run's config (none for
             most modes; the scan mode's length).
+
+    ``shared``: a :class:`~explorer.engine.compiles.SharedCompiles` the
+    jitted step comes from (and goes to), so that runs with the same shapes
+    and settings compile it once; ``train_step`` must then be its
+    ``train_step``. ``None``: the stepper compiles its own.
 
     Call it with the step's inputs to run one step; it returns the loss (not
     waited for). A mode that runs several steps per call (``steps_per_call >
@@ -192,9 +212,21 @@ class Stepper:
     setting_label: ClassVar[str] = ""
     setting_help: ClassVar[str] = ""
 
-    def __init__(self, train_step, model, optimizer, **settings):
+    def __init__(self, train_step, model, optimizer, *, shared: SharedCompiles | None = None,
+                 **settings):
         self.train_step, self.model, self.optimizer = train_step, model, optimizer
-        self.step = type(self).make(train_step, model, optimizer)
+        kind = type(self)
+        if shared is None or not kind.compiled:
+            self.step = kind.make(train_step, model, optimizer)
+        else:  # the jitted step of every run sharing it; these modules bound to it here
+            jitted = shared.step((kind.mode, train_step), lambda: kind.jit(train_step))
+            self.step = kind.bind(jitted, model, optimizer)
+
+    @staticmethod
+    def bind(jitted_step, model, optimizer) -> Callable:
+        """``step(inputs)``: a shared jitted step (:attr:`jit` of the train
+        step) called on this run's modules, as :attr:`make`'s step calls its own."""
+        return _bound(jitted_step, model, optimizer)
 
     @classmethod
     def settings(cls, config) -> dict:
@@ -312,6 +344,10 @@ class CachedPartial(Stepper):
     make = staticmethod(make_cached_partial_step)
     script_build = "step = make_cached_partial_step(train_step, model, optimizer)"
 
+    @staticmethod
+    def bind(jitted_step, model, optimizer):
+        return nnx.cached_partial(jitted_step, model, optimizer)
+
 
 class _ThreadedState(Stepper):
     """A mode whose loop threads ``nnx.split``'s state through a pure jitted
@@ -348,10 +384,12 @@ class Functional(_ThreadedState):
                     "functional_step = make_functional_step(train_step, graphdef)")
     script_call = "state, loss = functional_step(state, inputs)"
 
-    def __init__(self, train_step, model, optimizer, **settings):
+    def __init__(self, train_step, model, optimizer, *, shared=None, **settings):
         self.train_step, self.model, self.optimizer = train_step, model, optimizer
         graphdef, self._state = nnx.split((model, optimizer))
-        self.step = make_functional_step(train_step, graphdef)
+        build = functools.partial(make_functional_step, train_step, graphdef)
+        self.step = build() if shared is None else shared.step(
+            (self.mode, train_step, graphdef), build)
 
     def __call__(self, inputs):
         self._state, loss = self.step(self._state, inputs)
@@ -419,12 +457,19 @@ while step < args.steps:
         print(f"stopped: loss became {loss} at step {step} (lower the learning rate)")
         break"""
 
-    def __init__(self, train_step, model, optimizer, *, steps: int = 10, **settings):
+    def __init__(self, train_step, model, optimizer, *, steps: int = 10, shared=None,
+                 **settings):
         self.train_step, self.model, self.optimizer = train_step, model, optimizer
         self.steps_per_call = steps
         graphdef, self._state = nnx.split((model, optimizer))
-        accuracies = make_eval_measure(recipe.evaluate, model, optimizer)
-        self.step = make_scan_step(train_step, graphdef, _audited(accuracies, graphdef))
+
+        def build():  # what it keeps holds graphdefs, not these modules
+            accuracies = make_eval_measure(recipe.evaluate, model, optimizer)
+            return make_scan_step(train_step, graphdef, _audited(accuracies, graphdef))
+
+        # the eval-mode graphdef inside follows from graphdef: it needs no key of its own
+        self.step = build() if shared is None else shared.step(
+            (self.mode, train_step, graphdef), build)
 
     @classmethod
     def settings(cls, config) -> dict:

@@ -13,6 +13,7 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from explorer import links
 from explorer.config import RunConfig
+from explorer.engine import SharedCompiles
 from explorer.sources import GraphSource
 from explorer.workspace import Workspace, release_memory
 
@@ -37,6 +38,16 @@ def plain(text) -> str:
     return _AUTOLINK.sub(lambda m: m.group(1) + WORD_JOINER, escaped)
 
 
+@st.cache_resource(show_spinner=False)
+def shared_compiles() -> SharedCompiles:
+    """The server's compiled training steps, one store for every session: a
+    second session (or a Reset) on the same shapes and settings trains at once
+    instead of compiling again. It holds pure jitted functions and optax
+    transforms, never a session's model, optimizer or history
+    (explorer/engine/compiles.py)."""
+    return SharedCompiles()
+
+
 def workspace() -> Workspace:
     """This browser session's workspace, created on first use from the page's
     link (query parameters); never shared between sessions. Never raises: a
@@ -44,13 +55,13 @@ def workspace() -> Workspace:
     if "workspace" not in st.session_state:
         link = links.decode(st.query_params.to_dict())
         try:
-            ws = Workspace(link.config)
+            ws = Workspace(link.config, shared=shared_compiles())
         except Exception as err:  # the link's settings must never take the page down
             log.exception("workspace from the link failed")
             link = dataclasses.replace(link, drawing=None, notices=link.notices + (
                 f"the link's settings could not be used ({type(err).__name__}: "
                 f"{str(err)[:200]}): default settings used",))
-            ws = Workspace(RunConfig())
+            ws = Workspace(RunConfig(), shared=shared_compiles())
         if link.drawing is not None:
             try:
                 ws.load_drawing(link.drawing, GraphSource("shared link"))

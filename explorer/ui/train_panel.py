@@ -154,9 +154,13 @@ def _live(ws: Workspace, token: int) -> None:
         _accuracy_metric(cols[2], "test", last.test_acc, sizes["test"], unit)
         call = (f"; one call ran {last.call_steps} steps in {1e3 * last.call_wall_s:.3g} ms"
                 if last.call_steps > 1 else "")
+        # a reuse stays explained until the next trace: it is why the count is low
+        due = next((r for r in reversed(history) if r.traced or r.reused), None)
         st.caption(f"Last step {1e3 * last.wall_s:.3g} ms (synced wall time{call}) · traces "
-                   f"so far: {last.trace_count}" + (f" · this step traced: {last.trace_cause}"
-                                                    if last.traced else ""))
+                   f"so far: {last.trace_count}" + (
+                       f" · this step traced: {last.trace_cause}" if last.traced else
+                       f" · step {due.step} did not trace: {due.reused}"
+                       if due and due.reused else ""))
     if ws.error:
         st.error(plain(ws.error), icon=":material/block:")
     hint = ws.training_hint()

@@ -9,6 +9,7 @@ from conftest import REPO
 from streamlit.testing.v1 import AppTest
 
 from explorer.engine import STEPPERS
+from explorer.ui.common import shared_compiles
 
 
 @pytest.fixture
@@ -86,6 +87,40 @@ def test_play_runs_a_tick_and_pause_stops(at):
     done = ws.steps_done
     at.run()
     assert not ws.playing and ws.steps_done == done
+
+
+def test_two_sessions_share_one_compile_and_nothing_else():
+    """The server compiles a step once for every session with the same shapes
+    and settings (explorer/ui/common.py: shared_compiles), and each session
+    still trains its own model from its own initial weights."""
+    shared_compiles.clear()  # what a newly started server has
+    one, two = (AppTest.from_file(str(REPO / "streamlit_app.py"), default_timeout=120)
+                for _ in range(2))
+    one.run()
+    for _ in range(3):
+        one.button(key="t_step").click().run()
+    two.run()
+    two.button(key="t_step").click().run()
+    _ok(one)
+    _ok(two)
+    first, second = _ws(one), _ws(two)
+    assert first is not second and first.shared is second.shared
+    assert first.run.model is not second.run.model
+    assert (first.steps_done, second.steps_done) == (3, 1)
+    assert first.run.trace_count == 1 and first.run.history[0].traced
+    assert second.run.trace_count == 0 and not second.run.history[0].traced
+    # session 2 started from the seed's weights, not from session 1's trained ones
+    assert second.run.history[0].loss == first.run.history[0].loss
+    assert second.run.history[0].loss != first.run.history[-1].loss
+    assert "step 1 did not trace: an earlier run on this server" in _texts(two.caption)
+    assert "did not trace" not in _texts(one.caption)
+    # the diagnose panel explains why step 1 compiled nothing
+    assert "Step 1 was due to trace but did not" in _texts(two.info)
+    # a Reset in session 1 reuses the compile too, and session 2 is untouched
+    one.button(key="t_reset").click().run()
+    one.button(key="t_step").click().run()
+    assert _ws(one).run.trace_count == 0 and _ws(one).run.history[0].reused
+    assert second.steps_done == 1
 
 
 def test_reset_starts_a_new_generation(at):
