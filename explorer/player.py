@@ -87,7 +87,8 @@ class Player:
              ) -> tuple[int, Exception | None]:
         """Train one chunk: calls of the step until ``tick_budget_s`` is spent,
         the target is reached (then it stops playing), ``steps_per_tick`` steps
-        ran, a call traced (its point shows at once), or ``interrupted()``
+        ran, a call traced or was the run's first (its point shows at once:
+        the first point is what a person waits for after Play), or ``interrupted()``
         (asked between calls; the UI passes "someone clicked") is true after
         the first call. In scan mode a call runs up to K steps, never past the
         target (nor past ``steps_per_tick``). A token from an earlier
@@ -98,6 +99,7 @@ class Player:
         start = time.perf_counter()
         limit = self.steps_per_tick or math.inf
         done = 0
+        first = self.steps_done == 0
         while self.playing and done < limit and not self.finished:
             room = min(limit - done, self.target_steps - self.steps_done)
             try:
@@ -105,7 +107,7 @@ class Player:
             except (TrainingStopped, ValueError) as err:
                 return done, err
             done += len(records)
-            if any(r.traced for r in records):  # a compile: show its point at once
+            if first or any(r.traced for r in records):  # show its point at once
                 break
             if time.perf_counter() - start >= self.tick_budget_s:
                 break

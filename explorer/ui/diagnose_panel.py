@@ -23,6 +23,18 @@ def _fmt(value: float, scale: float = 1.0, digits: int = 3) -> str:
     return f"{scale * value:.{digits}g}"
 
 
+def _run_chart(ws: Workspace, key: str, build) -> None:
+    """A chart of the run's steps. While training plays, the panel keeps the
+    figure of the last page drawn before Play (its caption says the panels
+    refresh on pause): a figure sent again unchanged is not redrawn, and each
+    plotly redraw in the page that Play reruns delays the loss chart's first
+    point by a sixth of a second or more on a 2-core machine."""
+    figures = _S.setdefault("d_figures", {})
+    if not (ws.playing and figures.get(key, (None,))[0] == ws.generation):
+        figures[key] = (ws.generation, build())
+    st.plotly_chart(figures[key][1], key=key, config={"displaylogo": False})
+
+
 def _bytes(value: int | None) -> str:
     """``1.25 MB`` (``n/a`` for a figure the backend did not report)."""
     if value is None:
@@ -79,13 +91,16 @@ def _audit(ws: Workspace) -> None:
 
 
 def _heatmap(ws: Workspace) -> None:
-    paths, kinds, steps, matrix = ws.change_matrix()
-    labels = [f"{p}  ({k})" for p, k in zip(paths, kinds)]
     st.caption("Relative change ‖Δ‖/‖θ‖ of every variable at every step (last 200 steps). "
                "A run that trains lights up the parameter rows in colour; in a frozen run "
                "every cell stays the pale 'no change' colour.")
-    st.plotly_chart(plots.heatmap_figure(labels, matrix, steps=steps), key="d_heatmap",
-                    config={"displaylogo": False})
+
+    def figure():
+        paths, kinds, steps, matrix = ws.change_matrix()
+        labels = [f"{p}  ({k})" for p, k in zip(paths, kinds)]
+        return plots.heatmap_figure(labels, matrix, steps=steps)
+
+    _run_chart(ws, "d_heatmap", figure)
 
 
 def _compile(ws: Workspace) -> None:
@@ -105,10 +120,9 @@ def _compile(ws: Workspace) -> None:
                    "K steps).")
     cols[3].metric("Compile / step", _fmt(first / (steady / 1e3), 1, 3),
                    help="How many steady steps one compilation costs.")
-    st.plotly_chart(plots.step_time_figure(
+    _run_chart(ws, "d_step_time", lambda: plots.step_time_figure(
         [r.step for r in history], [r.wall_s for r in history],
-        [r.trace_cause or "traced" if r.traced else "" for r in history]),
-        key="d_step_time", config={"displaylogo": False})
+        [r.trace_cause or "traced" if r.traced else "" for r in history]))
     if not ws.config.stepper.compiled:
         st.info("Eager mode compiles nothing: every operation is dispatched on its own, "
                 "every step.")

@@ -377,6 +377,29 @@ def test_no_test_nodes_reads_n_a_not_0_percent(at):
     assert notes == ["no val / test nodes: curves left out"]
 
 
+def test_play_sends_the_diagnose_charts_unchanged_until_pause(at):
+    """The page Play reruns redraws the loss chart (its first point) and keeps
+    the diagnose charts as they were (the panel refreshes on pause): an
+    unchanged figure is not redrawn by the browser."""
+    def specs():
+        return {key: next(c.proto.spec for c in at.get("plotly_chart") if key in c.proto.id)
+                for key in ("t_loss", "d_heatmap", "d_step_time")}
+
+    before = specs()
+    at.button(key="t_play").click().run()
+    _ok(at)
+    assert _ws(at).playing and _ws(at).steps_done >= 1
+    playing = specs()
+    assert playing["t_loss"] != before["t_loss"]
+    assert playing["d_heatmap"] == before["d_heatmap"]
+    assert playing["d_step_time"] == before["d_step_time"]
+    assert "refresh when you pause" in _texts(at.caption)
+    at.button(key="t_pause").click().run()
+    paused = specs()
+    assert paused["d_heatmap"] != before["d_heatmap"]
+    assert paused["d_step_time"] != before["d_step_time"]
+
+
 def test_a_click_waiting_on_a_training_tick_is_seen_and_a_fragment_timer_is_not():
     """``interaction_waiting`` reads Streamlit's own pending-rerun object (the real
     class of the pinned version, filled the way the server fills it)."""

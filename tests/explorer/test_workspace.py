@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from explorer.config import LayerConfig, RunConfig
-from explorer.engine import STEPPERS
+from explorer.engine import STEPPERS, SharedCompiles
 from explorer.graphio import GraphFileError
 from explorer.race import race
 from explorer.sources import GraphSource
@@ -53,6 +53,18 @@ def test_play_ticks_until_the_target_then_stops(ws):
     assert ws.tick(token) == 0
     token = ws.play()  # Play again: 12 more
     assert ws.target_steps == 24 and ws.tick(token) == 5
+
+
+def test_the_first_tick_shows_its_point_at_once_even_without_a_compile():
+    shared = SharedCompiles()
+    first = Workspace(RunConfig(epochs=12), shared=shared)
+    first.tick(first.play())
+    second = Workspace(RunConfig(epochs=12), shared=shared)  # another session
+    second.steps_per_tick, second.tick_budget_s = 5, 60.0
+    token = second.play()
+    assert second.tick(token) == 1  # the point a person waits for after Play
+    assert not second.run.history[0].traced and second.run.history[0].reused
+    assert second.tick(token) == 5
 
 
 def test_scan_mode_ticks_whole_calls_and_never_passes_the_target_or_the_tick():
