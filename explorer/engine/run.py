@@ -13,6 +13,7 @@ import functools
 import math
 import threading
 import time
+import weakref
 
 import jax
 import numpy as np
@@ -87,6 +88,22 @@ def _compile(fn, args) -> None:
     fn.lower(*args).compile()
 
 
+def _warm(eval_fn, eval_args, ahead, counter: TraceCounter, out: dict,
+          dropped: threading.Event) -> None:
+    """The warm-up thread: the eval function compiled, then (``ahead``) the
+    training step compiled by one call on copies, unless the run was freed
+    meanwhile (``dropped``: someone changing settings quickly replaces run
+    after run); ``out`` gets its seconds and whether it traced (the step was
+    not compiled before)."""
+    _compile(eval_fn, eval_args)
+    if ahead is not None and not dropped.is_set():
+        before = counter.traces
+        start = time.perf_counter()
+        with counting(counter):
+            ahead()
+        out.update(seconds=time.perf_counter() - start, traced=counter.traces > before)
+
+
 class Run:
     """A model, its optimizer and a task, trained one step at a time.
 
@@ -147,6 +164,9 @@ class Run:
         self._eval = jax.jit(recipe.evaluate)
         self._evaluated = None  # (inputs it was computed from, its outputs): see _evaluate
         self._warming: threading.Thread | None = None
+        #: the training step compiled by the warm-up ("seconds", "traced"); empty
+        #: until it ran (it runs for a run that shares compiled steps)
+        self.compiled_ahead: dict = {}
         self._hidden = None  # compiled on first use (embeddings)
         self._initial = self._last = snapshot(self.model, self.optimizer)
         self._variables = variable_kinds(self.model, self.optimizer)  # snapshot's order
@@ -237,6 +257,7 @@ class Run:
         cache (``explorer.compile_cache``, on in the app) answered, so
         ``compile_s`` is the time to read the program back, not an XLA compile.
         ``None`` for eager mode, which compiles nothing."""
+        self._finish_warm_up()  # its trace counts; one racing this restore would be lost
         lowerable = self.stepper.lowerable(self.inputs, self.task.targets)
         if lowerable is None:
             return None
@@ -284,6 +305,7 @@ class Run:
         been dispatched, not when it is done. Makes ``2 * steps`` calls of the
         step (in scan mode each runs ``steps_per_call`` training steps, and the
         times are per training step); none is recorded in the history."""
+        self._finish_warm_up()
         stepper, inputs, targets = self.stepper, self.inputs, self.task.targets
         per_call = stepper.steps_per_call
         if per_call == 1:
@@ -324,6 +346,7 @@ class Run:
         Raises :class:`TrainingStopped` when a loss is NaN or Inf or a
         parameter stops being finite; the model keeps the state from before
         the call, and the message names the step."""
+        self._finish_warm_up()  # a step compiling ahead: wait for it, not trace it twice
         per_call = self.stepper.steps_per_call
         if per_call == 1:
             return [self._one_step()]
@@ -368,6 +391,10 @@ class Run:
         was not due, or traced."""
         if not (untraced and self._pending_cause):
             return ""
+        ahead = self.compiled_ahead
+        if ahead.get("traced") and not self.history:
+            return (f"it was compiled in the background once the page was drawn (trace, lower "
+                    f"and compile took {ahead['seconds']:.2f} s)")
         if self.shared is not None:
             return ("an earlier run on this server (another session, or this one before a "
                     "Reset) compiled the step for these shapes")
@@ -484,21 +511,44 @@ class Run:
         return out
 
     def warm_up(self) -> threading.Thread:
-        """Compile the eval function (metrics and predictions) in a background
-        thread, so that the first step after Play pays only for its own trace
-        and compile. The training step is never compiled ahead: its first call
-        is what the app measures and teaches. The next evaluation waits for
-        this thread. Returns the thread (already running)."""
+        """Compile in a background thread what the first step after Play
+        needs: the eval function (metrics and predictions) and, for a run that
+        shares compiled steps (the app's), the training step itself, called
+        once on copies of the modules (:meth:`Stepper.ahead`): the app calls
+        this once the page is drawn, so the first point after Play does not
+        wait for a compile that could run while the person reads the page.
+        Its time and whether it traced go to :attr:`compiled_ahead`, and the
+        first step's record says it found the step compiled. A run that
+        compiles its own step (the CLI, the lessons' runs) compiles it live on
+        its first call, which is what they measure. Steps and evaluations wait
+        for this thread. Returns the thread (already running)."""
         if self._warming is None:
             clone = nnx.clone(self.model)  # eval mode on a copy: the run stays in train mode
             clone.eval()
             args = (clone, self.task.inputs, self.task.targets)
+            ahead = self.stepper.ahead(self.task.inputs, self.task.targets)
+            dropped = threading.Event()
+            weakref.finalize(self, dropped.set)
             # the thread gets what it compiles, not the run: a run replaced while
             # it compiles is freed when it ends
             self._warming = threading.Thread(
-                target=_compile, args=(self._eval, args), name="eval-warm-up", daemon=True)
+                target=_warm, args=(self._eval, args, ahead, self._counter,
+                                    self.compiled_ahead, dropped), name="warm-up", daemon=True)
             self._warming.start()
         return self._warming
+
+    @property
+    def ahead_status(self) -> str:
+        """Before the first step of a run that compiles its step ahead:
+        ``"compiling"`` until the warm-up has compiled it (or before the
+        warm-up started), then ``"compiled"`` (it traced) or ``"found"`` (it
+        was already compiled); ``""`` otherwise."""
+        if self.history or not self.stepper.shared:
+            return ""
+        ahead = self.compiled_ahead
+        if not ahead:
+            return "compiling"
+        return "compiled" if ahead["traced"] else "found"
 
     def _finish_warm_up(self) -> None:
         if self._warming is not None:

@@ -205,6 +205,8 @@ class Stepper:
         "returns replaced (functional, scan)")
     #: training steps one call runs (the scan mode: its length K)
     steps_per_call: int = 1
+    #: the step comes from a :class:`SharedCompiles` (set by the constructor)
+    shared: bool = False
     #: the :class:`~explorer.config.RunConfig` field this mode alone reads (the
     #: train panel shows an input for it while the mode is chosen), its label
     #: and its help text; ``""``: none
@@ -216,11 +218,13 @@ class Stepper:
                  **settings):
         self.train_step, self.model, self.optimizer = train_step, model, optimizer
         kind = type(self)
-        if shared is None or not kind.compiled:
+        self.shared = shared is not None and kind.compiled
+        self._jitted = None  # the shared jitted step (None: not shared, or eager)
+        if not self.shared:
             self.step = kind.make(train_step, model, optimizer)
         else:  # the jitted step of every run sharing it; these modules bound to it here
-            jitted = shared.step((kind.mode, train_step), lambda: kind.jit(train_step))
-            self.step = kind.bind(jitted, model, optimizer)
+            self._jitted = shared.step((kind.mode, train_step), lambda: kind.jit(train_step))
+            self.step = kind.bind(self._jitted, model, optimizer)
 
     @staticmethod
     def bind(jitted_step, model, optimizer) -> Callable:
@@ -249,6 +253,18 @@ class Stepper:
         a leading ``[steps]`` axis), ``None`` when the run measures each step
         on the host itself."""
         raise NotImplementedError(f"{self.mode} runs one step per call: call it")
+
+    def ahead(self, inputs, targets) -> Callable[[], None] | None:
+        """A function that compiles the shared step for these inputs ahead of
+        the first step, by calling it once on copies (the run's own state is
+        not touched; the result is thrown away), or ``None`` where there is
+        nothing to compile ahead (a step not shared, or eager). It holds what
+        it calls, not this stepper (it runs in another thread)."""
+        jitted = self._jitted
+        if jitted is None:
+            return None
+        model, optimizer = nnx.clone((self.model, self.optimizer))
+        return lambda: jax.block_until_ready(jitted(model, optimizer, inputs))
 
     @property
     def state(self) -> Any:
@@ -388,8 +404,15 @@ class Functional(_ThreadedState):
         self.train_step, self.model, self.optimizer = train_step, model, optimizer
         graphdef, self._state = nnx.split((model, optimizer))
         build = functools.partial(make_functional_step, train_step, graphdef)
+        self.shared = shared is not None
         self.step = build() if shared is None else shared.step(
             (self.mode, train_step, graphdef), build)
+
+    def ahead(self, inputs, targets):
+        if not self.shared:
+            return None
+        step, state = self.step, self._state  # a pure step: the state is not changed
+        return lambda: jax.block_until_ready(step(state, inputs))
 
     def __call__(self, inputs):
         self._state, loss = self.step(self._state, inputs)
@@ -468,8 +491,15 @@ while step < args.steps:
             return make_scan_step(train_step, graphdef, _audited(accuracies, graphdef))
 
         # the eval-mode graphdef inside follows from graphdef: it needs no key of its own
+        self.shared = shared is not None
         self.step = build() if shared is None else shared.step(
             (self.mode, train_step, graphdef), build)
+
+    def ahead(self, inputs, targets):
+        if not self.shared:
+            return None
+        step, state, steps = self.step, self._state, self.steps_per_call
+        return lambda: jax.block_until_ready(step(state, inputs, targets, steps=steps))
 
     @classmethod
     def settings(cls, config) -> dict:

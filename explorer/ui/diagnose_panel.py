@@ -111,10 +111,17 @@ def _compile(ws: Workspace) -> None:
     cols = st.columns(4)
     cols[0].metric("Traces", info["traces"], help="How often the step was traced (and "
                    "compiled). More than one means retraces.")
-    cols[1].metric("First call", f"{_fmt(first)} s", help=(
-        "Trace + compile + run. The app keeps compiled programs on disk (its compilation "
-        "cache), so when this program was compiled before, the compile part is a read; "
-        "'Measure trace / lower / compile' below always times XLA itself."))
+    ahead = ws.run.compiled_ahead if ws.run else {}
+    if math.isnan(first) and ahead.get("traced"):  # the first call ran before Play
+        first = ahead["seconds"]
+        cols[1].metric("First call (ahead)", f"{_fmt(first)} s", help=(
+            "Trace + compile + run of the step's first call, made in the background on "
+            "copies of the modules once the page was drawn, so that Play did not wait for it."))
+    else:
+        cols[1].metric("First call", f"{_fmt(first)} s", help=(
+            "Trace + compile + run. The app keeps compiled programs on disk (its compilation "
+            "cache), so when this program was compiled before, the compile part is a read; "
+            "'Measure trace / lower / compile' below always times XLA itself."))
     cols[2].metric("Steady step", f"{_fmt(steady)} ms", help="Median of the last 20 steps "
                    "that reused the compiled step (in scan mode: a call's time shared by its "
                    "K steps).")
@@ -129,10 +136,10 @@ def _compile(ws: Workspace) -> None:
     reused = [r for r in history if r.reused]
     if reused:
         st.info(f"Step {reused[0].step} was due to trace but did not: "
-                f"{reused[0].reused}. The app shares compiled steps between sessions (pure "
-                "functions: each session keeps its own weights and optimizer state), so "
-                "'First call' is a plain step here. 'Measure trace / lower / compile' below "
-                "times a fresh compile.", icon=":material/bolt:")
+                f"{reused[0].reused}. The app compiles the step once the page is drawn, "
+                "before Play, and shares compiled steps between sessions (pure functions: "
+                "each session keeps its own weights and optimizer state). 'Measure trace / "
+                "lower / compile' below times a fresh compile.", icon=":material/bolt:")
     if info["last_cause"]:
         st.write(f"Last trace at step {info['last_step']}: **{info['last_cause']}**.")
     if info.get("pending"):

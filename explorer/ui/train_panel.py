@@ -234,6 +234,17 @@ def render(ws: Workspace) -> None:
                    disabled=ws.run is None, **stretch)
     cols[3].button("Reset", key="t_reset", icon=":material/restart_alt:", on_click=ws.reset,
                    help="Fresh weights from the seed; the history is cleared.", **stretch)
+    ahead = ws.run.ahead_status if ws.run and not ws.playing else ""
+    if ahead == "compiling":
+        st.caption(":material/hourglass_top: Compiling the training step in the background "
+                   "(trace → lower → XLA compile) now that the page is drawn; Play waits for "
+                   "it if it has not finished.")
+    elif ahead:
+        seconds = ws.run.compiled_ahead["seconds"]
+        st.caption(":material/bolt: " + (
+            f"The training step was compiled in the background in {seconds:.2f} s"
+            if ahead == "compiled" else "The training step was already compiled for these "
+            "shapes on this server") + ": Play starts at once.")
     if _S.get("t_steps_taken", 0) < _S.get("t_steps_asked", 0):
         # one step per click: counted, not read from the button, whose value a
         # run interrupted by another rerun hands on to the next run (two steps)

@@ -96,10 +96,18 @@ def test_two_sessions_share_one_compile_and_nothing_else():
     shared_compiles.clear()  # what a newly started server has
     one, two = (AppTest.from_file(str(REPO / "streamlit_app.py"), default_timeout=120)
                 for _ in range(2))
+    one.run()  # the page is drawn, then the step compiles in the background
+    assert "Compiling the training step in the background" in _texts(one.caption)
+    _ws(one).run.warm_up().join()
     one.run()
+    assert "The training step was compiled in the background in" in _texts(one.caption)
     for _ in range(3):
         one.button(key="t_step").click().run()
+    assert "compiled in the background in" not in _texts(one.caption)  # before step 1 only
     two.run()
+    _ws(two).run.warm_up().join()
+    two.run()
+    assert "already compiled for these shapes on this server" in _texts(two.caption)
     two.button(key="t_step").click().run()
     _ok(one)
     _ok(two)
@@ -107,13 +115,19 @@ def test_two_sessions_share_one_compile_and_nothing_else():
     assert first is not second and first.shared is second.shared
     assert first.run.model is not second.run.model
     assert (first.steps_done, second.steps_done) == (3, 1)
-    assert first.run.trace_count == 1 and first.run.history[0].traced
+    # session 1's page compiled the step in the background once it was drawn
+    assert first.run.compiled_ahead["traced"] and first.run.trace_count == 1
+    assert not first.run.history[0].traced
+    assert "compiled in the background" in first.run.history[0].reused
+    assert "step 1 did not trace: it was compiled in the background" in _texts(one.caption)
+    # session 2's page found it compiled: no trace at all
+    assert second.run.compiled_ahead == {"seconds": second.run.compiled_ahead["seconds"],
+                                         "traced": False}
     assert second.run.trace_count == 0 and not second.run.history[0].traced
     # session 2 started from the seed's weights, not from session 1's trained ones
     assert second.run.history[0].loss == first.run.history[0].loss
     assert second.run.history[0].loss != first.run.history[-1].loss
     assert "step 1 did not trace: an earlier run on this server" in _texts(two.caption)
-    assert "did not trace" not in _texts(one.caption)
     # the diagnose panel explains why step 1 compiled nothing
     assert "Step 1 was due to trace but did not" in _texts(two.info)
     # a Reset in session 1 reuses the compile too, and session 2 is untouched

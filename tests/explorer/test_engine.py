@@ -287,7 +287,7 @@ def _odd_width(width: int) -> RunConfig:
     return RunConfig(epochs=2, seed=3, layers=(LayerConfig("gcn", width), LayerConfig("gcn", 2)))
 
 
-def test_warm_up_compiles_the_eval_ahead_and_never_the_train_step():
+def test_warm_up_compiles_the_eval_ahead_and_an_unshared_step_compiles_live():
     cold = Run(_odd_width(11))
     assert _compiles(cold.accuracies) >= 1  # without a warm-up the first metrics compile
     run = Run(_odd_width(13))

@@ -165,3 +165,45 @@ def test_eager_shares_nothing_and_still_trains():
     records = run.train(2)
     assert len(shared) == 0 and not any(r.reused for r in records)
     assert records[-1].loss < records[0].loss
+
+
+@pytest.mark.parametrize("mode", COMPILED)
+def test_the_warm_up_compiles_a_shared_step_ahead_and_leaves_the_run_as_it_was(mode):
+    run = Run(_config(mode), shared=SharedCompiles())
+    fresh = _values(run)
+    run.warm_up().join()
+    assert run.compiled_ahead["traced"] and run.compiled_ahead["seconds"] > 0
+    assert run.trace_count == 1 and not run.history
+    assert _same(_values(run), fresh)  # the call ran on copies
+    records = []
+    assert _xla_compiles(lambda: records.extend(run.train())) == 0
+    assert not any(r.traced for r in records) and run.trace_count == 1
+    assert "compiled in the background" in records[0].reused
+    assert [r.loss for r in records] == [r.loss for r in Run(_config(mode)).train()]
+
+
+def test_a_step_taken_while_the_warm_up_compiles_waits_for_it_and_traces_once():
+    run = Run(_config("functional", learning_rate=0.03), shared=SharedCompiles())
+    run.warm_up()
+    record = run.step()  # Play clicked at once
+    assert run.trace_count == 1 and not record.traced and record.reused
+
+
+def test_a_run_compiling_its_own_step_never_compiles_it_ahead():
+    run = Run(_config("nnx.jit"))
+    run.warm_up().join()
+    assert run.compiled_ahead == {} and run.trace_count == 0
+    assert run.step().traced
+
+
+def test_a_run_freed_before_its_warm_up_reaches_the_step_skips_that_compile():
+    shared = SharedCompiles()
+    run = Run(_config("nnx.jit", learning_rate=0.04), shared=shared)
+    out = run.compiled_ahead
+    thread = run.warm_up()  # compiles the eval first: it takes a while
+    del run  # replaced at once (someone dragging a slider)
+    gc.collect()
+    thread.join()
+    # the eval may have compiled; the train step of a run nobody holds did not
+    assert out == {}
+    assert Run(_config("nnx.jit", learning_rate=0.04), shared=shared).step().traced
