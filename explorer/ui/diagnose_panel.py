@@ -134,12 +134,13 @@ def _compile(ws: Workspace) -> None:
         st.info("Eager mode compiles nothing: every operation is dispatched on its own, "
                 "every step.")
     reused = [r for r in history if r.reused]
-    if reused:
-        st.info(f"Step {reused[0].step} was due to trace but did not: "
-                f"{reused[0].reused}. The app compiles the step once the page is drawn, "
-                "before Play, and shares compiled steps between sessions (pure functions: "
-                "each session keeps its own weights and optimizer state). 'Measure trace / "
-                "lower / compile' below times a fresh compile.", icon=":material/bolt:")
+    with st.container():  # always there: the box coming and going shifts nothing below
+        if reused:
+            st.info(f"Step {reused[0].step} was due to trace but did not: "
+                    f"{reused[0].reused}. The app compiles the step once the page is drawn, "
+                    "before Play, and shares compiled steps between sessions (pure functions: "
+                    "each session keeps its own weights and optimizer state). 'Measure trace "
+                    "/ lower / compile' below times a fresh compile.", icon=":material/bolt:")
     if info["last_cause"]:
         st.write(f"Last trace at step {info['last_step']}: **{info['last_cause']}**.")
     if info.get("pending"):

@@ -216,6 +216,22 @@ def script_download(ws: Workspace) -> tuple[Callable[[], str], str] | None:
     return make, f"gnn_{slug}.py"
 
 
+def _ahead_status(ws: Workspace) -> None:
+    """Before the first step: the training step compiling in the background
+    (``Run.warm_up``), or how it went."""
+    ahead = ws.run.ahead_status if ws.run and not ws.playing else ""
+    if ahead == "compiling":
+        st.caption(":material/hourglass_top: Compiling the training step in the background "
+                   "(trace → lower → XLA compile) now that the page is drawn; Play waits for "
+                   "it if it has not finished.")
+    elif ahead:
+        seconds = ws.run.compiled_ahead["seconds"]
+        st.caption(":material/bolt: " + (
+            f"The training step was compiled in the background in {seconds:.2f} s"
+            if ahead == "compiled" else "The training step was already compiled for these "
+            "shapes on this server") + ": Play starts at once.")
+
+
 def render(ws: Workspace) -> None:
     st.header("Train")
     if _S.get("t_mode") != ws.config.mode:
@@ -234,17 +250,8 @@ def render(ws: Workspace) -> None:
                    disabled=ws.run is None, **stretch)
     cols[3].button("Reset", key="t_reset", icon=":material/restart_alt:", on_click=ws.reset,
                    help="Fresh weights from the seed; the history is cleared.", **stretch)
-    ahead = ws.run.ahead_status if ws.run and not ws.playing else ""
-    if ahead == "compiling":
-        st.caption(":material/hourglass_top: Compiling the training step in the background "
-                   "(trace → lower → XLA compile) now that the page is drawn; Play waits for "
-                   "it if it has not finished.")
-    elif ahead:
-        seconds = ws.run.compiled_ahead["seconds"]
-        st.caption(":material/bolt: " + (
-            f"The training step was compiled in the background in {seconds:.2f} s"
-            if ahead == "compiled" else "The training step was already compiled for these "
-            "shapes on this server") + ": Play starts at once.")
+    with st.container():  # always there: the status coming and going shifts nothing below
+        _ahead_status(ws)
     if _S.get("t_steps_taken", 0) < _S.get("t_steps_asked", 0):
         # one step per click: counted, not read from the button, whose value a
         # run interrupted by another rerun hands on to the next run (two steps)

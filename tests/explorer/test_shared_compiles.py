@@ -196,13 +196,24 @@ def test_a_run_compiling_its_own_step_never_compiles_it_ahead():
     assert run.step().traced
 
 
-def test_a_run_freed_before_its_warm_up_reaches_the_step_skips_that_compile():
+def test_a_run_freed_before_its_warm_up_reaches_the_step_skips_that_compile(monkeypatch):
+    from explorer.engine import run as run_module
+
+    evaluated, go_on = threading.Event(), threading.Event()
+
+    def eval_compile(fn, args):  # the warm-up's first part, held until the run is gone
+        evaluated.set()
+        go_on.wait(60)
+
+    monkeypatch.setattr(run_module, "_compile", eval_compile)
     shared = SharedCompiles()
     run = Run(_config("nnx.jit", learning_rate=0.04), shared=shared)
     out = run.compiled_ahead
-    thread = run.warm_up()  # compiles the eval first: it takes a while
-    del run  # replaced at once (someone dragging a slider)
+    thread = run.warm_up()
+    assert evaluated.wait(60)
+    del run  # replaced while its warm-up compiles the eval (someone dragging a slider)
     gc.collect()
+    go_on.set()
     thread.join()
     # the eval may have compiled; the train step of a run nobody holds did not
     assert out == {}
