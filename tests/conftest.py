@@ -46,6 +46,25 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_DATASETS = REPO.parent / "shared" / "datasets"
 
 
+def xla_compiles(action) -> int:
+    """How many XLA compilations ``action()`` caused (JAX's own monitoring
+    events; a program read back from the compilation cache is not one)."""
+    import jax
+
+    events = []
+
+    def listen(event, duration, **kwargs):
+        if event == "/jax/core/compile/backend_compile_duration":
+            events.append(duration)
+
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    try:
+        action()
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
+    return len(events)
+
+
 @pytest.fixture
 def cora_path():
     path = SHARED_DATASETS / "cora.npz"

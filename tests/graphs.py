@@ -208,3 +208,15 @@ def fill_params(module, seed: int, scale: float = 0.5) -> None:
     state = nnx.state(module, nnx.Param)
     nnx.update(module, jax.tree.map(
         lambda s: jnp.asarray(rng.normal(scale=scale, size=s.shape), s.dtype), state))
+
+
+def with_edge(graph, s, t):
+    """``graph`` (a :class:`gnncore.Graph` with features, labels and splits)
+    with the undirected edge ``s``-``t`` added (both directions; weight 1)."""
+    ei = np.concatenate([np.asarray(graph.edge_index), [[s, t], [t, s]]], axis=1)
+    weights = None if graph.edge_weight is None else np.concatenate(
+        [np.asarray(graph.edge_weight), [1.0, 1.0]])
+    return Graph.from_arrays(ei, np.asarray(graph.x), y=np.asarray(graph.y),
+                             edge_weight=weights, train_mask=np.asarray(graph.train_mask),
+                             val_mask=np.asarray(graph.val_mask),
+                             test_mask=np.asarray(graph.test_mask))

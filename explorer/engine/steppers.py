@@ -390,6 +390,23 @@ class _ThreadedState(Stepper):
         self._state = state
         super().restore(state)
 
+    def _pure_step(self, shared, graphdef, build) -> None:
+        """:attr:`step`: ``build()``, or the one ``shared`` holds for this
+        mode and graphdef (built there the first time)."""
+        self.shared = shared is not None
+        self.step = build() if shared is None else shared.step(
+            (self.mode, self.train_step, graphdef), build)
+
+    def _call(self, state, inputs, targets) -> Callable:
+        """One call of the pure step on ``state``, as a function of nothing."""
+        raise NotImplementedError
+
+    def ahead(self, inputs, targets):
+        if not self.shared:
+            return None
+        call = self._call(self._state, inputs, targets)  # pure: the state is not changed
+        return lambda: jax.block_until_ready(call())
+
 
 class Functional(_ThreadedState):
     mode = "functional"
@@ -403,16 +420,11 @@ class Functional(_ThreadedState):
     def __init__(self, train_step, model, optimizer, *, shared=None, **settings):
         self.train_step, self.model, self.optimizer = train_step, model, optimizer
         graphdef, self._state = nnx.split((model, optimizer))
-        build = functools.partial(make_functional_step, train_step, graphdef)
-        self.shared = shared is not None
-        self.step = build() if shared is None else shared.step(
-            (self.mode, train_step, graphdef), build)
+        self._pure_step(shared, graphdef,
+                        functools.partial(make_functional_step, train_step, graphdef))
 
-    def ahead(self, inputs, targets):
-        if not self.shared:
-            return None
-        step, state = self.step, self._state  # a pure step: the state is not changed
-        return lambda: jax.block_until_ready(step(state, inputs))
+    def _call(self, state, inputs, targets):
+        return functools.partial(self.step, state, inputs)
 
     def __call__(self, inputs):
         self._state, loss = self.step(self._state, inputs)
@@ -491,15 +503,10 @@ while step < args.steps:
             return make_scan_step(train_step, graphdef, _audited(accuracies, graphdef))
 
         # the eval-mode graphdef inside follows from graphdef: it needs no key of its own
-        self.shared = shared is not None
-        self.step = build() if shared is None else shared.step(
-            (self.mode, train_step, graphdef), build)
+        self._pure_step(shared, graphdef, build)
 
-    def ahead(self, inputs, targets):
-        if not self.shared:
-            return None
-        step, state, steps = self.step, self._state, self.steps_per_call
-        return lambda: jax.block_until_ready(step(state, inputs, targets, steps=steps))
+    def _call(self, state, inputs, targets):
+        return functools.partial(self.step, state, inputs, targets, steps=self.steps_per_call)
 
     @classmethod
     def settings(cls, config) -> dict:

@@ -5,7 +5,9 @@ import re
 import jax
 import numpy as np
 import pytest
+from conftest import xla_compiles
 from flax import nnx
+from graphs import with_edge
 
 from explorer.cli import _parser
 from explorer.config import LayerConfig, RunConfig
@@ -130,22 +132,11 @@ def test_gat_and_head_configs_build_and_train():
     assert len(run.train()) == 3
 
 
-def _with_edge(graph, s, t):
-    ei = np.concatenate([np.asarray(graph.edge_index), [[s, t], [t, s]]], axis=1)
-    weights = None if graph.edge_weight is None else np.concatenate(
-        [np.asarray(graph.edge_weight), [1.0, 1.0]])
-    return Graph.from_arrays(ei, np.asarray(graph.x), y=np.asarray(graph.y),
-                             edge_weight=weights,
-                             train_mask=np.asarray(graph.train_mask),
-                             val_mask=np.asarray(graph.val_mask),
-                             test_mask=np.asarray(graph.test_mask))
-
-
 @pytest.mark.parametrize("mode", ["nnx.jit", "functional"])
 def test_shape_change_retraces_once_and_says_why(mode):
     run = Run(RunConfig(mode=mode, epochs=3))
     run.train(2)
-    run.set_graph(_with_edge(run.graph, 0, 33))
+    run.set_graph(with_edge(run.graph, 0, 33))
     run.train(3)
     traced = [(r.step, r.trace_cause) for r in run.history if r.traced]
     assert traced == [(1, "first call"), (3, "shapes changed: directed edges 156 -> 158")]
@@ -161,7 +152,7 @@ def test_bucket_padding_keeps_results_and_stops_retracing(batch_norm, optimizer)
     plain, padded = Run(base), Run(base.replace(bucket_padding=True))
     for run in (plain, padded):
         run.train(2)
-        run.set_graph(_with_edge(run.graph, 0, 33))
+        run.set_graph(with_edge(run.graph, 0, 33))
         run.train(2)
     np.testing.assert_allclose([r.loss for r in padded.history],
                                [r.loss for r in plain.history], atol=1e-5)
@@ -265,22 +256,6 @@ def test_accuracies_follow_every_step_and_every_graph_edit(mode):
     assert run.accuracies() == pytest.approx(_eager_accuracies(run), abs=1e-6)
 
 
-def _compiles(action) -> int:
-    """How many XLA compilations ``action()`` caused (JAX's own monitoring events)."""
-    events = []
-
-    def listen(event, duration, **kwargs):
-        if event == "/jax/core/compile/backend_compile_duration":
-            events.append(duration)
-
-    jax.monitoring.register_event_duration_secs_listener(listen)
-    try:
-        action()
-    finally:
-        jax.monitoring.unregister_event_duration_listener(listen)
-    return len(events)
-
-
 def _odd_width(width: int) -> RunConfig:
     """A config whose shapes no other test compiles (the eval is compiled once
     per shape and shared by every run: see the last test of this file)."""
@@ -289,13 +264,13 @@ def _odd_width(width: int) -> RunConfig:
 
 def test_warm_up_compiles_the_eval_ahead_and_an_unshared_step_compiles_live():
     cold = Run(_odd_width(11))
-    assert _compiles(cold.accuracies) >= 1  # without a warm-up the first metrics compile
+    assert xla_compiles(cold.accuracies) >= 1  # without a warm-up the first metrics compile
     run = Run(_odd_width(13))
     assert run.warm_up() is run.warm_up()  # once per run
     run.warm_up().join()
-    assert _compiles(run.accuracies) == 0  # the warm-up's executable is the one used
+    assert xla_compiles(run.accuracies) == 0  # the warm-up's executable is the one used
     records = []
-    assert _compiles(lambda: records.append(run.step())) >= 1  # the step compiles live
+    assert xla_compiles(lambda: records.append(run.step())) >= 1  # the step compiles live
     assert records[0].traced and records[0].trace_count == 1
 
 
@@ -303,7 +278,7 @@ def test_runs_of_the_same_shapes_share_the_eval_but_trace_their_own_step():
     first = Run(_odd_width(17))
     first.step()
     second = Run(_odd_width(17).replace(seed=4))
-    assert _compiles(second.accuracies) == 0  # the eval compiled for the first run
+    assert xla_compiles(second.accuracies) == 0  # the eval compiled for the first run
     record = second.step()
     assert record.traced and record.trace_count == 1  # its own step, traced live
     assert second.accuracies() != first.accuracies() or second.history[0].loss != \

@@ -6,14 +6,14 @@ import gc
 import threading
 import weakref
 
-import jax
 import numpy as np
 import pytest
+from conftest import xla_compiles
+from graphs import with_edge
 
 from explorer.audit import snapshot
 from explorer.config import LayerConfig, RunConfig
 from explorer.engine import STEPPERS, Run, SharedCompiles
-from gnncore import Graph
 
 COMPILED = [mode for mode, kind in STEPPERS.items() if kind.compiled]
 
@@ -22,31 +22,6 @@ def _config(mode: str, **changes) -> RunConfig:
     # a shape of its own (width 19): JAX's own caches hold nothing of it from other files
     return RunConfig(mode=mode, epochs=3, seed=5, scan_steps=3,
                      layers=(LayerConfig("gcn", 19), LayerConfig("gcn", 2))).replace(**changes)
-
-
-def _xla_compiles(action) -> int:
-    events = []
-
-    def listen(event, duration, **kwargs):
-        if event == "/jax/core/compile/backend_compile_duration":
-            events.append(duration)
-
-    jax.monitoring.register_event_duration_secs_listener(listen)
-    try:
-        action()
-    finally:
-        jax.monitoring.unregister_event_duration_listener(listen)
-    return len(events)
-
-
-def _with_edge(graph, s, t):
-    ei = np.concatenate([np.asarray(graph.edge_index), [[s, t], [t, s]]], axis=1)
-    weights = None if graph.edge_weight is None else np.concatenate(
-        [np.asarray(graph.edge_weight), [1.0, 1.0]])
-    return Graph.from_arrays(ei, np.asarray(graph.x), y=np.asarray(graph.y),
-                             edge_weight=weights, train_mask=np.asarray(graph.train_mask),
-                             val_mask=np.asarray(graph.val_mask),
-                             test_mask=np.asarray(graph.test_mask))
 
 
 def _values(run) -> dict:
@@ -73,7 +48,7 @@ def test_a_second_run_reuses_the_compile_and_keeps_its_own_state(mode):
     second = Run(_config(mode), shared=shared)
     assert _same(_values(second), fresh)  # its own modules: the first run's training is not in them
     records = []
-    assert _xla_compiles(lambda: records.extend(second.train())) == 0
+    assert xla_compiles(lambda: records.extend(second.train())) == 0
     assert second.trace_count == 0 and not any(r.traced for r in records)
     assert "earlier run on this server" in records[0].reused
     assert not any(r.reused for r in records[1:])
@@ -95,7 +70,7 @@ def test_each_shape_and_static_setting_compiles_once():
     again = Run(_config("nnx.jit", learning_rate=0.02, seed=9), shared=shared)
     assert not again.step().traced and again.history[0].reused  # seed: state, not structure
     # one edge more: new shapes
-    bigger = Run(_config("nnx.jit"), _with_edge(base.graph, 0, 33), shared=shared)
+    bigger = Run(_config("nnx.jit"), with_edge(base.graph, 0, 33), shared=shared)
     assert bigger.step().traced
     # another mode: another jitted function
     functional = Run(_config("functional"), shared=shared)
@@ -107,7 +82,7 @@ def test_an_edit_back_to_known_shapes_does_not_trace_and_says_so():
     run = Run(_config("nnx.jit"))
     run.step()
     graph = run.graph
-    run.set_graph(_with_edge(graph, 0, 33))
+    run.set_graph(with_edge(graph, 0, 33))
     assert run.step().traced
     run.set_graph(graph)
     assert run.pending_retrace  # the engine cannot know before the call
@@ -176,7 +151,7 @@ def test_the_warm_up_compiles_a_shared_step_ahead_and_leaves_the_run_as_it_was(m
     assert run.trace_count == 1 and not run.history
     assert _same(_values(run), fresh)  # the call ran on copies
     records = []
-    assert _xla_compiles(lambda: records.extend(run.train())) == 0
+    assert xla_compiles(lambda: records.extend(run.train())) == 0
     assert not any(r.traced for r in records) and run.trace_count == 1
     assert "compiled in the background" in records[0].reused
     assert [r.loss for r in records] == [r.loss for r in Run(_config(mode)).train()]
