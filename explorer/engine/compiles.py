@@ -51,16 +51,6 @@ class TraceCounter:
         self.traces = 0
 
 
-def counted(train_step, counter: TraceCounter):
-    """``train_step``, counting each trace in ``counter`` (one run's own step)."""
-
-    def counted_step(model, optimizer, inputs):
-        counter.traces += 1  # Python runs this once per trace, not per call
-        return train_step(model, optimizer, inputs)
-
-    return counted_step
-
-
 # The run whose call is tracing a shared step: set by that run around its call,
 # in its own thread (each Streamlit session runs its script in a thread of its own).
 _calling: contextvars.ContextVar[TraceCounter | None] = contextvars.ContextVar(
@@ -77,13 +67,15 @@ def counting(counter: TraceCounter):
         _calling.reset(token)
 
 
-def _counted_in_caller(train_step):
-    """``train_step``, counting each trace in the calling run's counter."""
+def counted(train_step, counter: TraceCounter | None = None):
+    """``train_step``, counting each trace in ``counter`` (one run's own
+    step), or, with ``None``, in the counter of the run whose call is tracing
+    it (:func:`counting`: a step shared by several runs)."""
 
     def counted_step(model, optimizer, inputs):
-        counter = _calling.get()
-        if counter is not None:  # Python runs this once per trace, not per call
-            counter.traces += 1
+        into = counter if counter is not None else _calling.get()
+        if into is not None:  # Python runs this once per trace, not per call
+            into.traces += 1
         return train_step(model, optimizer, inputs)
 
     return counted_step
@@ -107,7 +99,7 @@ class SharedCompiles:
         self._transforms: dict[tuple, Any] = {}
         #: the training step every shared function wraps; its traces count in
         #: the run that calls it (:func:`counting`)
-        self.train_step = _counted_in_caller(recipe.train_step)
+        self.train_step = counted(recipe.train_step)
         self.built = 0  # step functions built (a miss)
         self.reused = 0  # step functions handed out again (a hit)
 

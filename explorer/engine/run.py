@@ -150,9 +150,6 @@ class Run:
         #: step counts in trace_count
         self.train_step = (counted(recipe.train_step, self._counter) if shared is None
                            else shared.train_step)
-        #: where the compiled step came from when runs share them (the app); None:
-        #: this run compiles its own
-        self.shared = shared
         kind = stepper_for(config.mode)
         self.stepper: Stepper = kind(self.train_step, self.model, self.optimizer,
                                      shared=shared, **kind.settings(config))
@@ -395,7 +392,7 @@ class Run:
         if ahead.get("traced") and not self.history:
             return (f"it was compiled in the background once the page was drawn (trace, lower "
                     f"and compile took {ahead['seconds']:.2f} s)")
-        if self.shared is not None:
+        if self.stepper.shared:
             return ("an earlier run on this server (another session, or this one before a "
                     "Reset) compiled the step for these shapes")
         return "this run compiled the step for these shapes before"
