@@ -227,10 +227,26 @@ def choose_mode(page, mode: str) -> None:
     expect_steps(page, 0)  # a new mode starts a new run
 
 
-def wait_idle(page, timeout: int = STEP_MS) -> None:
+# True once the page's script state has read "notRunning" for ``quiet`` ms on
+# end. A run that ends in st.rerun() (the canvas's fragment does, after an
+# edit) reports "notRunning" for a moment before the next run starts: a single
+# read can fall into that gap and see the page before the rerun redrew it.
+_IDLE_JS = """(quiet) => {
+    const app = document.querySelector('[data-testid="stApp"]');
+    const state = app ? app.getAttribute('data-test-script-state') : null;
+    const now = performance.now(), w = globalThis;
+    if (w.__idleState !== state) { w.__idleState = state; w.__idleSince = now; }
+    return state === 'notRunning' && now - w.__idleSince >= quiet;
+}"""
+
+
+def wait_idle(page, timeout: int = STEP_MS, quiet_ms: int = 300) -> None:
+    """Wait until no script runs, and none has started for ``quiet_ms``."""
     expect(page.locator('[data-testid="stApp"]'),
            "the script kept running").to_have_attribute(
         "data-test-script-state", "notRunning", timeout=timeout)
+    page.evaluate("globalThis.__idleState = undefined")  # measure the quiet from now
+    page.wait_for_function(_IDLE_JS, arg=quiet_ms, polling=50, timeout=timeout)
 
 
 def loss_points(page) -> int:
