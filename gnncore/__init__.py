@@ -5,6 +5,9 @@ reductions, one :class:`MessagePassing` mechanism, PyG-compatible conv layers,
 :class:`BatchNorm` and model stacks. Imports jax, flax and numpy only.
 """
 
+# first: asks for XLA's CPU flags before anything can start the backend
+from gnncore import xla  # noqa: F401, I001  (must stay the first import)
+
 from gnncore.aggr import (
     Aggregation,
     MaxAggregation,

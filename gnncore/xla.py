@@ -1,0 +1,57 @@
+"""XLA settings gnncore asks for before JAX starts its CPU backend.
+
+jax 0.10's CPU compiler hands reductions (a sum over the last axis, a bias
+gradient, the log-sum-exp of a loss) to YNNPACK. On the machines this project
+measures on, those kernels ran 10-50x slower than XLA's own loops: in a GAT
+training step on a 10k-node, 100k-edge graph they took about a quarter of the
+step (``benchmarks/RESULTS.md``, "XLA's CPU reductions"). ``CPU_FLAGS`` turns
+that one fusion type off; matrix products still go to the libraries.
+
+Importing this module (``import gnncore`` does, first) calls
+:func:`request_cpu_flags`: it appends each flag to
+``XLA_FLAGS`` unless that variable already names the option (so a user's own
+setting wins), and only for the jax versions it was measured with (XLA aborts
+the process on a flag it does not know). It can only act before the backend
+starts: import gnncore before the first JAX computation, or set ``XLA_FLAGS``
+yourself.
+"""
+
+from __future__ import annotations
+
+import os
+
+import jax
+
+__all__ = ["CPU_FLAGS", "TESTED_JAX", "request_cpu_flags"]
+
+#: appended to ``XLA_FLAGS`` at import (see the module's docstring)
+CPU_FLAGS = ("--xla_cpu_experimental_ynn_fusion_type=-reduce",)
+#: the jax versions the flags were measured with (and are known to exist in)
+TESTED_JAX = ("0.10.2",)
+
+
+def request_cpu_flags(environ=None) -> bool:
+    """Append :data:`CPU_FLAGS` to ``XLA_FLAGS`` in ``environ`` (default
+    ``os.environ``). Returns True if the running process will use them: the
+    backend has not started yet and jax is one of :data:`TESTED_JAX`."""
+    env = os.environ if environ is None else environ
+    if jax.__version__ not in TESTED_JAX:
+        return False
+    flags = env.get("XLA_FLAGS", "")
+    for flag in CPU_FLAGS:
+        name = flag.split("=", 1)[0]
+        if name not in flags:
+            flags = f"{flags} {flag}".strip()
+    env["XLA_FLAGS"] = flags
+    return environ is not None or not _backend_started()
+
+
+def _backend_started() -> bool:
+    try:
+        from jax._src import xla_bridge
+    except ImportError:  # pragma: no cover - a jax without the private module
+        return True
+    return bool(xla_bridge.backends_are_initialized())
+
+
+request_cpu_flags()
