@@ -445,11 +445,16 @@ def print_machine() -> tuple[dict, dict]:
 def start_backends(frameworks: list[str], torch_threads: int) -> None:
     """Start JAX's backend (outside any timing) and print the torch threads."""
     if any(f in JAX for f in frameworks):
+        # gnncore before the backend starts: its XLA flags (gnncore/xla.py), as a user gets them;
+        # the JAX peers share this process, so JraphX runs with them too
         import jax
         import jax.numpy as jnp
 
+        import gnncore  # noqa: F401
+
         jax.block_until_ready(jax.jit(lambda a: a + 1)(jnp.ones(3)))
-        print(f"jax backend: {jax.default_backend()}, devices {jax.devices()}")
+        print(f"jax backend: {jax.default_backend()}, devices {jax.devices()}; "
+              f"XLA_FLAGS {os.environ.get('XLA_FLAGS', '')!r}")
     if any(f in PYG for f in frameworks):
         print(f"torch threads: pyg {torch_threads}, pyg1 1 (os.cpu_count() = {os.cpu_count()})")
 

@@ -1,11 +1,11 @@
 """XLA settings gnncore asks for before JAX starts its CPU backend.
 
 jax 0.10's CPU compiler hands reductions (a sum over the last axis, a bias
-gradient, the log-sum-exp of a loss) to YNNPACK. On the machines this project
-measures on, those kernels ran 10-50x slower than XLA's own loops: in a GAT
-training step on a 10k-node, 100k-edge graph they took about a quarter of the
-step (``benchmarks/RESULTS.md``, "XLA's CPU reductions"). ``CPU_FLAGS`` turns
-that one fusion type off; matrix products still go to the libraries.
+gradient, the log-sum-exp of a loss) to YNNPACK. In a profile of a GAT training
+step on a 10k-node, 100k-edge graph those reductions took 37-44 ms of 126-141
+ms, a quarter of the step, each over a few hundred thousand numbers
+(``benchmarks/RESULTS.md``, "XLA's CPU reductions"). ``CPU_FLAGS`` turns that
+one fusion type off; matrix products still go to the libraries.
 
 Importing this module (``import gnncore`` does, first) calls
 :func:`request_cpu_flags`: it appends each flag to
