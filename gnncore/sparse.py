@@ -114,18 +114,33 @@ def _csr_matmul(values, cols, indptr, shape, h2):
     return jsparse.BCSR((values, cols, indptr), shape=shape, indices_sorted=True) @ h2
 
 
-def _heads(values, h, fn):
-    """Apply ``fn(values[:, k], h[:, k])`` per head and stack (the native CSR
-    kernel takes plain 2-D operands only)."""
-    return jnp.stack([fn(values[:, k], h[:, k]) for k in range(values.shape[1])], axis=1)
+def _all_heads(values, cols, indptr, shape, h):
+    """``out[i, k] = sum over the CSR row i of values[e, k] * h[cols[e], k]`` for
+    every head ``k`` in one native CSR product: the heads are the diagonal
+    blocks of one ``[H * rows, H * cols]`` matrix (row ``k * rows + i``, column
+    ``k * cols + j``). ``values`` [E, H], ``h`` [cols, H, C] -> [rows, H, C].
+
+    One product instead of one per head (the native kernel takes plain 2-D
+    operands only): a step with 8 heads compiled about 2 s faster this way than
+    with 8 products, slices and a stack per direction."""
+    num_heads, (rows, num_cols) = values.shape[1], shape
+    if num_heads == 1:
+        return _csr_matmul(values[:, 0], cols, indptr, shape, h[:, 0])[:, None]
+    num_edges = values.shape[0]
+    head = jnp.arange(num_heads, dtype=indptr.dtype)[:, None]
+    big_indptr = jnp.concatenate([(indptr[:-1][None, :] + head * num_edges).reshape(-1),
+                                  jnp.full((1,), num_heads * num_edges, indptr.dtype)])
+    big_cols = (cols[None, :] + head * num_cols).reshape(-1)
+    h2 = h.transpose(1, 0, 2).reshape(num_heads * num_cols, h.shape[2])
+    out = _csr_matmul(values.T.reshape(-1), big_cols, big_indptr,
+                      (num_heads * rows, num_heads * num_cols), h2)
+    return out.reshape(num_heads, rows, h.shape[2]).transpose(1, 0, 2)
 
 
 @jax.custom_vjp
 def _spmm_heads(adj: Adjacency, values, h):
     """``values`` [E, H], ``h`` [N_src, H, C] -> [N_dst, H, C]."""
-    src = adj.edge_index[0]
-    shape = (adj.num_dst, adj.num_src)
-    return _heads(values, h, lambda v, x: _csr_matmul(v, src, adj.indptr, shape, x))
+    return _all_heads(values, adj.edge_index[0], adj.indptr, (adj.num_dst, adj.num_src), h)
 
 
 def _spmm_heads_fwd(adj, values, h):
@@ -137,8 +152,7 @@ def _spmm_heads_bwd(res, ct):
     src, dst = adj.edge_index[0], adj.edge_index[1]
     cols, shape = dst[adj.perm], (adj.num_src, adj.num_dst)
     # d h = A^T @ ct: the same product over the source-sorted copy.
-    d_h = _heads(values[adj.perm], ct,
-                 lambda v, c: _csr_matmul(v, cols, adj.t_indptr, shape, c))
+    d_h = _all_heads(values[adj.perm], cols, adj.t_indptr, shape, ct)
     # d w_e = <ct[dst_e], h[src_e]>, all heads in one pass; XLA drops it when
     # the weights need no gradient.
     # (a product with a ones vector: jnp.sum over the gathered pair kept both

@@ -164,12 +164,11 @@ class GATConv(MessagePassing):
                               fill_value=self.fill_value, edge_mask=valid)
 
     def _edge_logits(self, edge_attr):
-        """The edge features' share of the attention logits, ``[E, H]``."""
+        """The edge features' share of the attention logits, ``[E, H]`` (the
+        same fold as :meth:`_attention_kernel`; ``lin_edge`` has no bias)."""
         # Explicit sizes: reshape(0, -1) is ambiguous for a graph with no edges.
-        n_e = edge_attr.shape[0]
-        e = self.lin_edge(edge_attr.reshape(n_e, self.edge_dim))
-        return jnp.sum(e.reshape(n_e, self.heads, self.out_features) * self.att_edge[...],
-                       axis=-1)
+        e = edge_attr.reshape(edge_attr.shape[0], self.edge_dim)
+        return e @ self._attention_kernel(self.lin_edge, self.att_edge)
 
     def _attend_edges(self, edge_index, h_src, h_dst, a_src, a_dst, edge_attr):
         """A plain ``edge_index``: a softmax over the edges' target segments and a
@@ -200,8 +199,8 @@ class GATConv(MessagePassing):
         src, dst = adj.edge_index[0], adj.edge_index[1]
         valid = loop_logits = None
         if self.add_self_loops:
-            loop_index, edge_attr, _ = self._self_loops(adj.edge_index, edge_attr, num_dst)
-            valid = src != dst  # old loops: masked, as on the edge_index path
+            loop_index, edge_attr, valid = self._self_loops(adj.edge_index, edge_attr, num_dst)
+            valid = valid[:num_edges]  # old loops: masked, as on the edge_index path
             loop_logits = a_src[:num_dst] + a_dst  # [N, H]
         logits = a_src[src] + a_dst[dst]  # [E, H]
         if self.lin_edge is not None:

@@ -27,15 +27,21 @@ def reference(ei, values, h, n_dst):
     return segment_sum(msg, jnp.asarray(ei[1]), n_dst)
 
 
-@pytest.mark.parametrize("case", ["none", "edge", "heads", "bipartite", "empty"])
+@pytest.mark.parametrize("case", ["none", "edge", "heads", "bipartite", "empty",
+                                  "heads-bipartite", "heads-empty"])
 def test_spmm_matches_segment_sum_with_gradients(case):
+    # heads: all heads run as one block-diagonal CSR product; a bipartite graph
+    # (6 sources, 4 targets) checks the blocks' row and column offsets both ways
     rng = np.random.default_rng(0)
-    n_src, n_dst, e = (6, 4, 15) if case == "bipartite" else (7, 7, 0 if case == "empty" else 25)
+    bipartite, heads = "bipartite" in case, "heads" in case
+    n_src, n_dst, e = (6, 4, 15) if bipartite else (7, 7, 0 if "empty" in case else 25)
     ei = sorted_edges(rng, n_src, n_dst, e)
     adj = Adjacency.from_edge_index(ei, size=(n_src, n_dst))
-    h = jnp.asarray(rng.normal(size=(n_src, 2, 3) if case == "heads" else (n_src, 3)),
+    num_heads = 3 if bipartite else 2
+    h = jnp.asarray(rng.normal(size=(n_src, num_heads, 3) if heads else (n_src, 3)),
                     jnp.float32)
-    values = {"none": None, "heads": rng.normal(size=(e, 2))}.get(case, rng.normal(size=e))
+    values = (rng.normal(size=(e, num_heads)) if heads
+              else None if case == "none" else rng.normal(size=e))
     values = None if values is None else jnp.asarray(values, jnp.float32)
     np.testing.assert_allclose(np.asarray(spmm(adj, values, h)),
                                np.asarray(reference(ei, values, h, n_dst)), atol=1e-5)
