@@ -14,6 +14,10 @@ setting wins), and only for the jax versions it was measured with (XLA aborts
 the process on a flag it does not know). It can only act before the backend
 starts: import gnncore before the first JAX computation, or set ``XLA_FLAGS``
 yourself.
+
+:data:`REDUCTIONS_IN_XLA` says whether the flag is in force in this process;
+code whose fastest form depends on it (the gradient of edge weights in
+:mod:`gnncore.sparse`) reads it there.
 """
 
 from __future__ import annotations
@@ -22,12 +26,14 @@ import os
 
 import jax
 
-__all__ = ["CPU_FLAGS", "TESTED_JAX", "request_cpu_flags"]
+__all__ = ["CPU_FLAGS", "REDUCTIONS_IN_XLA", "TESTED_JAX", "reductions_in_xla",
+           "request_cpu_flags"]
 
 #: appended to ``XLA_FLAGS`` at import (see the module's docstring)
 CPU_FLAGS = ("--xla_cpu_experimental_ynn_fusion_type=-reduce",)
 #: the jax versions the flags were measured with (and are known to exist in)
 TESTED_JAX = ("0.10.2",)
+_FUSION_TYPE = "--xla_cpu_experimental_ynn_fusion_type="
 
 
 def request_cpu_flags(environ=None) -> bool:
@@ -54,4 +60,18 @@ def _backend_started() -> bool:
     return bool(xla_bridge.backends_are_initialized())
 
 
+def reductions_in_xla(flags: str) -> bool:
+    """Whether an ``XLA_FLAGS`` string keeps reductions out of YNNPACK: its last
+    ``--xla_cpu_experimental_ynn_fusion_type`` names ``-reduce``. Anything else
+    (no such option, a value this does not know) counts as no."""
+    values = [t[len(_FUSION_TYPE):] for t in flags.split() if t.startswith(_FUSION_TYPE)]
+    return bool(values) and "-reduce" in values[-1].split(",")
+
+
+_started = _backend_started()
+_flags_before = os.environ.get("XLA_FLAGS", "")
 request_cpu_flags()
+#: True when this process's CPU backend compiles reductions in XLA's own loops
+#: (gnncore's flag, or the user's own, was in ``XLA_FLAGS`` when it started)
+REDUCTIONS_IN_XLA = reductions_in_xla(
+    _flags_before if _started else os.environ.get("XLA_FLAGS", ""))
