@@ -142,11 +142,26 @@ def drag(page, start, end, steps: int = 12) -> None:
 
 
 def draw_edge(page, source: str, target: str) -> None:
-    """Hover ``source``, grab the handle that appears beside it, drop it on ``target``."""
+    """Hover ``source``, grab the handle that appears beside it, drop it on ``target``.
+
+    If no handle appears and ``source`` is no longer where it was read (the page
+    moved under the pointer, as after a notice comes or goes), point at it again,
+    as a person would; if it did not move, that is a failure, which says so."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    wanted = f"({_HANDLE_JS})(document.querySelector('.gc-box')) !== null"
     pos = screen(page)
     page.mouse.move(*pos[source])
-    page.wait_for_function(f"({_HANDLE_JS})(document.querySelector('.gc-box')) !== null",
-                           timeout=5000)
+    try:
+        page.wait_for_function(wanted, timeout=5000)
+    except PlaywrightTimeout:
+        now = screen(page)
+        moved = float(np.hypot(*np.subtract(now[source], pos[source])))
+        assert moved > 2, (f"no edge handle beside node {source!r} at {pos[source]} "
+                           f"(it has not moved: now {now[source]})")
+        pos = now
+        page.mouse.move(*pos[source])
+        page.wait_for_function(wanted, timeout=5000)
     handle = canvas(page).evaluate(_HANDLE_JS)
     drag(page, handle, pos[target], steps=15)
 
