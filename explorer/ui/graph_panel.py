@@ -343,8 +343,12 @@ def render(ws: Workspace) -> None:
     if ws.task.editable:
         with st.container():
             _tools(ws)
-        with st.expander(f"Edge table ({len(ws.drawing.edges):,} edges)"):
-            _edge_table(ws)
+        # drawn only while open: the table's code (about 1.2 MB of JavaScript)
+        # then loads when someone opens it, not with every first page
+        with st.expander(f"Edge table ({len(ws.drawing.edges):,} edges)", key="g_edge_table",
+                         on_change="rerun") as table:
+            if table.open:
+                _edge_table(ws)
     else:
         with st.expander("Per-graph predictions", expanded=True):
             _predictions(table)

@@ -169,6 +169,9 @@ def test_an_invalid_upload_shows_the_message_and_keeps_the_graph(at):
 def test_an_edge_added_in_the_edge_editor_reaches_the_engine(at):
     ws = _ws(at)
     at.button(key="t_step").click().run()
+    assert f"g_edges_{ws.revision}" not in at.session_state  # closed: no table drawn
+    at.session_state["g_edge_table"] = True  # the person opens the expander
+    at.run()
     at.session_state[f"g_edges_{ws.revision}"] = {
         "edited_rows": {}, "added_rows": [{"source": "0", "target": "9"}], "deleted_rows": []}
     at.run()

@@ -200,10 +200,19 @@ def test_dragging_the_edge_handle_draws_an_edge_and_the_next_step_retraces(app):
     try:
         press_step(page, 1)
         settled(page, nodes=5, edges=6)
+        grid = page.locator(".st-key-g_edge_table [data-testid='stDataFrame'] td")
+        assert grid.count() == 0  # closed, the table is not even sent (its code loads late)
         draw_edge(page, "0", "4")  # not an edge of the house graph
         settled(page, nodes=5, edges=7)
         assert metric(page, "Edges") == "7"
         expect(page.get_by_text("connected 0 and 4").first).to_be_visible()
+        # opened, the edge table lists the house's six edges, then the drawn one
+        page.get_by_text("Edge table (7 edges)").click()
+        expect(grid, "the opened edge table does not list 7 edges").to_have_count(14,
+                                                                                 timeout=LOAD_MS)
+        cells = grid.all_inner_texts()
+        assert list(zip(cells[::2], cells[1::2])) == [
+            ("0", "1"), ("0", "2"), ("1", "3"), ("2", "3"), ("2", "4"), ("3", "4"), ("0", "4")]
         press_step(page, 1)
         expect(column(page, "Train"), "the train panel does not say why it retraced"
                ).to_contain_text(re.compile(
