@@ -25,7 +25,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from conftest import REPO, app_environ
 
 from explorer.engine import STEPPERS
 
@@ -129,8 +129,7 @@ def serve(**env_extra):
         pytest.skip(missing)
     port = _free_port()
     log = Path(tempfile.mkstemp(prefix="streamlit_", suffix=".log")[1])
-    env = dict(os.environ, JAX_PLATFORMS="cpu", EXPLORER_RUNS=str(RUNS), **env_extra)
-    env.pop("JAX_DISABLE_MOST_OPTIMIZATIONS", None)  # the app as users run it
+    env = app_environ(JAX_PLATFORMS="cpu", EXPLORER_RUNS=str(RUNS), **env_extra)
     cmd = [sys.executable, "-m", "streamlit", "run", "streamlit_app.py",
            "--server.headless", "true", "--server.address", "127.0.0.1",
            "--server.port", str(port), "--browser.gatherUsageStats", "false",

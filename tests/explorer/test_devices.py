@@ -15,6 +15,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import xla_flags
 
 from explorer.config import ConfigError, RunConfig
 from explorer.engine import Run
@@ -71,7 +72,7 @@ SCRIPT = textwrap.dedent("""
 
 @pytest.fixture(scope="module")
 def four():
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4",
+    env = dict(os.environ, XLA_FLAGS=xla_flags("--xla_force_host_platform_device_count=4"),
                JAX_PLATFORMS="cpu")
     done = subprocess.run([sys.executable, "-c", SCRIPT], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=600)

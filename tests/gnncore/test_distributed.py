@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
-from conftest import REPO
+from conftest import REPO, xla_flags
 from flax import nnx
 
 from gnncore import Batch
@@ -83,8 +83,8 @@ def two_processes():
     if missing:
         pytest.skip(missing)
     address = f"127.0.0.1:{_free_port()}"
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}  # 1 device each
-    env.update(JAX_PLATFORMS="cpu")
+    flags = [f for f in xla_flags().split() if "device_count" not in f]  # 1 device each
+    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=" ".join(flags))
     procs = [subprocess.Popen(
         [sys.executable, str(SCRIPT), "--coordinator", address, "--num-processes", "2",
          "--process-id", str(i), "--steps", str(STEPS), "--graphs", str(GRAPHS),

@@ -125,7 +125,9 @@ def _four_device_results() -> dict:
 def _four_devices_process():
     """Starts the 4-device run with the module's first test, so that it works
     while the 1-device tests run here."""
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4",
+    from conftest import xla_flags  # here: this file also runs as the subprocess's script
+
+    env = dict(os.environ, XLA_FLAGS=xla_flags("--xla_force_host_platform_device_count=4"),
                PYTHONPATH=os.pathsep.join([str(REPO), str(REPO / "tests")]))
     proc = subprocess.Popen([sys.executable, __file__], env=env, cwd=REPO, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)

@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import REPO
+from conftest import REPO, xla_flags
 from flax import nnx
 
 from gnncore import GCN, GATConv, GCNConv, Graph, GraphSAGE
@@ -133,8 +133,8 @@ print(json.dumps(out))
 
 @pytest.fixture(scope="module")
 def child():
-    flags = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4"
-    env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": flags.strip()}
+    env = {**os.environ, "JAX_PLATFORMS": "cpu",
+           "XLA_FLAGS": xla_flags("--xla_force_host_platform_device_count=4")}
     proc = subprocess.run([sys.executable, "-c", CHILD], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-4000:]
