@@ -33,7 +33,7 @@ __all__ = ["CPU_FLAGS", "REDUCTIONS_IN_XLA", "TESTED_JAX", "reductions_in_xla",
 CPU_FLAGS = ("--xla_cpu_experimental_ynn_fusion_type=-reduce",)
 #: the jax versions the flags were measured with (and are known to exist in)
 TESTED_JAX = ("0.10.2",)
-_FUSION_TYPE = "--xla_cpu_experimental_ynn_fusion_type="
+_FUSION_TYPE = CPU_FLAGS[0].split("=", 1)[0] + "="  # the option that flag sets
 
 
 def request_cpu_flags(environ=None) -> bool:

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import REPO
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import expect
 from test_browser import (  # noqa: F401  (app is a fixture)
     COMPILE_MS,
@@ -147,8 +148,6 @@ def draw_edge(page, source: str, target: str) -> None:
     If no handle appears and ``source`` is no longer where it was read (the page
     moved under the pointer, as after a notice comes or goes), point at it again,
     as a person would; if it did not move, that is a failure, which says so."""
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
-
     wanted = f"({_HANDLE_JS})(document.querySelector('.gc-box')) !== null"
     pos = screen(page)
     page.mouse.move(*pos[source])
