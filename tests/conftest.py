@@ -50,6 +50,7 @@ compile_cache.enable()
 # they would compile beside every lesson test; tests that want them say so.
 os.environ.setdefault(rehearsal.ENV, "0")
 
+
 def xla_flags(*extra: str) -> str:
     """``XLA_FLAGS`` for a test's subprocess: this session's, plus ``extra``."""
     return " ".join([os.environ.get("XLA_FLAGS", ""), *extra]).strip()

@@ -346,8 +346,8 @@ def render(ws: Workspace) -> None:
         # drawn only while open: the table's code (about 1.2 MB of JavaScript)
         # then loads when someone opens it, not with every first page
         with st.expander(f"Edge table ({len(ws.drawing.edges):,} edges)", key="g_edge_table",
-                         on_change="rerun") as table:
-            if table.open:
+                         on_change="rerun") as edges_box:
+            if edges_box.open:
                 _edge_table(ws)
     else:
         with st.expander("Per-graph predictions", expanded=True):

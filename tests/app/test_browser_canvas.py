@@ -145,22 +145,29 @@ def drag(page, start, end, steps: int = 12) -> None:
 def draw_edge(page, source: str, target: str) -> None:
     """Hover ``source``, grab the handle that appears beside it, drop it on ``target``.
 
-    If no handle appears and ``source`` is no longer where it was read (the page
-    moved under the pointer, as after a notice comes or goes), point at it again,
-    as a person would; if it did not move, that is a failure, which says so."""
+    If no handle appears (the page moved under the pointer, as after a notice
+    comes or goes, or the hover was lost to a redraw of a busy page), point at
+    ``source`` again where it is now, from beside it, as a person would; if the
+    handle still does not come, that is a failure, which says what was under
+    the pointer."""
     wanted = f"({_HANDLE_JS})(document.querySelector('.gc-box')) !== null"
     pos = screen(page)
     page.mouse.move(*pos[source])
     try:
         page.wait_for_function(wanted, timeout=5000)
     except PlaywrightTimeout:
-        now = screen(page)
-        moved = float(np.hypot(*np.subtract(now[source], pos[source])))
-        assert moved > 2, (f"no edge handle beside node {source!r} at {pos[source]} "
-                           f"(it has not moved: now {now[source]})")
-        pos = now
-        page.mouse.move(*pos[source])
-        page.wait_for_function(wanted, timeout=5000)
+        first = pos[source]
+        pos = screen(page)
+        page.mouse.move(pos[source][0] - 40, pos[source][1] - 40)
+        page.mouse.move(*pos[source], steps=4)
+        try:
+            page.wait_for_function(wanted, timeout=5000)
+        except PlaywrightTimeout:
+            under = page.evaluate("([x, y]) => { const e = document.elementFromPoint(x, y);"
+                                  " return e ? e.outerHTML.slice(0, 120) : null; }", pos[source])
+            raise AssertionError(
+                f"no edge handle beside node {source!r} at {pos[source]} "
+                f"(first pointed at {first}); under the pointer: {under}") from None
     handle = canvas(page).evaluate(_HANDLE_JS)
     drag(page, handle, pos[target], steps=15)
 
