@@ -21,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
+from explorer import linechart
+
 REPO = Path(__file__).resolve().parents[1]
 CORA_PATH = REPO.parent / "shared" / "datasets" / "cora.npz"
 
@@ -225,19 +227,12 @@ def versions(mods: list[str]) -> dict[str, str]:
 
 
 # ------------------------------------------------------------- app server
-# Count of x values in the first trace of the figure titled "Training loss"
-# (Streamlit wraps plotly titles in <b> tags).
-POINTS_JS = """() => {
-    for (const div of document.querySelectorAll('.js-plotly-plot')) {
-        const t = (div.layout || {}).title;
-        const text = (typeof t === 'string' ? t : (t && t.text)) || '';
-        if (text.replace(/<[^>]*>/g, '').trim() === 'Training loss') {
-            const data = div.data || [];
-            return data.length && data[0].x ? data[0].x.length : 0;
-        }
-    }
-    return 0;
-}"""
+# How many steps the train panel's loss chart draws (explorer/linechart.py: an
+# SVG whose aria-label is its title and whose data-points is its step count).
+POINTS_JS = f"""() => {{
+    const svg = document.querySelector('svg.{linechart.CSS_CLASS}[aria-label="Training loss"]');
+    return svg ? Number(svg.dataset.points) : 0;
+}}"""
 
 
 def wait_idle(page, timeout_ms: int = 120_000) -> None:

@@ -15,17 +15,19 @@ Conventions the UI relies on:
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 import plotly.graph_objects as go
 
+from explorer.linechart import EMPTY_RUN, nice_ticks, step_tick_spacing
+
 if TYPE_CHECKING:
     from explorer.drawing import Drawing
 
 __all__ = [
-    "NODE_TRACE", "PALETTE", "SPLIT_SYMBOLS", "UNLABELLED", "accuracy_figure",
+    "NODE_TRACE", "PALETTE", "SPLIT_SYMBOLS", "UNLABELLED",
     "embedding_colours", "graph_figure", "heatmap_figure", "label_colours",
     "loss_figure", "race_figure", "timing_figure",
 ]
@@ -50,7 +52,6 @@ SPLIT_SYMBOLS = {
 
 EDGE_COLOUR = "#9a9a9a"
 SELECTED_OUTLINE = "#111"
-EMPTY_RUN = "Press Step or Play"
 MAX_ARROWS = 300  # directed graphs with more edges get no arrow heads
 MAX_NODE_TEXT = 60  # more nodes than this: no name next to each marker
 
@@ -240,15 +241,9 @@ def _empty_figure(message: str, height: int, uirevision: str) -> go.Figure:
 
 
 def _step_axis(last_step: float) -> dict:
-    """Whole-number step ticks: plotly would put ticks at 1.5, 2.5 on short
-    runs, so the tick spacing is fixed to a 1-2-5 step giving at most ~10 ticks."""
-    spacing = 1
-    while last_step / spacing > 10:
-        for factor in (2, 2.5, 2):  # 1, 2, 5, 10, 20, 50, ...
-            spacing *= factor
-            if last_step / spacing <= 10:
-                break
-    return {"tickformat": "d", "dtick": int(spacing)}
+    """Whole-number step ticks (plotly would put ticks at 1.5, 2.5 on short
+    runs): the 1-2-5 spacing of :func:`explorer.linechart.step_tick_spacing`."""
+    return {"tickformat": "d", "dtick": step_tick_spacing(last_step)}
 
 
 def _line_layout(fig: go.Figure, *, height: int, ytitle: str, uirevision: str,
@@ -281,25 +276,11 @@ def loss_figure(steps: Sequence[float], losses: Sequence[float], *,
     if len(finite) > 1 and min(finite) == max(finite):  # flat: label the line's value
         lo, hi = y_range if y_range is not None else (finite[0] - 0.05, finite[0] + 0.05)
         near = 0.12 * (hi - lo)  # a round tick this close would overlap the value's label
-        ticks = sorted({t for t in _nice_ticks(lo, hi) if abs(t - finite[0]) > near}
+        ticks = sorted({t for t in nice_ticks(lo, hi) if abs(t - finite[0]) > near}
                        | {finite[0]})
         fig.update_yaxes(range=[lo, hi], tickmode="array", tickvals=ticks,
                          ticktext=[f"{t:.6g}" if t == finite[0] else f"{t:.3g}" for t in ticks])
     return _line_layout(fig, height=height, ytitle="loss", uirevision="loss", title=title)
-
-
-def _nice_ticks(lo: float, hi: float, count: int = 4) -> list[float]:
-    """About ``count`` round values between ``lo`` and ``hi``."""
-    span = hi - lo
-    if not span > 0:
-        return []
-    step = 10 ** math.floor(math.log10(span / count))
-    for factor in (1, 2, 5, 10):
-        if span / (step * factor) <= count:
-            step *= factor
-            break
-    first = math.ceil(lo / step) * step
-    return [round(first + k * step, 12) for k in range(int((hi - first) / step) + 1)]
 
 
 def step_time_figure(steps: Sequence[float], wall_s: Sequence[float],
@@ -321,41 +302,6 @@ def step_time_figure(steps: Sequence[float], wall_s: Sequence[float],
     fig.update_yaxes(type="log", dtick=1)  # a tick per power of ten
     return _line_layout(fig, height=height, ytitle="ms (synced)", uirevision="step_time",
                         title="Step time and traces")
-
-
-def accuracy_figure(steps: Sequence[float], train: Sequence[float],
-                    val: Sequence[float], test: Sequence[float], *,
-                    height: int = 300, empty: Collection[str] = (),
-                    unit: str = "nodes") -> go.Figure:
-    """Train, val and test accuracy against step.
-
-    A split named in ``empty`` (it has no nodes: the engine scores it 0.0) and
-    a series that is all NaN are left out instead of drawn as a fake 0 % line;
-    a note above the plot names them ("no test nodes: curve left out"; ``unit``
-    is "graphs" for a graph-classification dataset)."""
-    if len(steps) == 0:
-        return _empty_figure(EMPTY_RUN, height, "accuracy")
-    unknown = sorted(set(empty) - {"train", "val", "test"})
-    if unknown:
-        raise ValueError(f"unknown splits {unknown}; use train, val or test")
-    fig = go.Figure()
-    missing = []
-    for name, values in (("train", train), ("val", val), ("test", test)):
-        values = np.asarray(values, dtype=np.float64)
-        if name in empty or not values.size or np.all(np.isnan(values)):
-            missing.append(name)
-        else:
-            fig.add_trace(go.Scatter(x=list(steps), y=values, mode="lines", name=name))
-    fig.update_yaxes(range=[0, 1.02])
-    _line_layout(fig, height=height, ytitle="accuracy", uirevision="accuracy")
-    if missing:
-        fig.update_layout(showlegend=True)  # plotly hides the legend of a lone curve
-        fig.add_annotation(
-            text=f"no {' / '.join(missing)} {unit}: "
-                 f"{'curve' if len(missing) == 1 else 'curves'} left out", x=1.0, y=1.0,
-            xref="paper", yref="paper", xanchor="right", yanchor="bottom",
-            showarrow=False, font={"size": 12, "color": "#666"})
-    return fig
 
 
 # ------------------------------------------------------------------ heatmap

@@ -244,12 +244,22 @@ def _devices(ws: Workspace) -> None:
         hide_index=True, width="stretch", key="d_layout")
 
 
+#: the Diagnose tabs in order, and what draws each
+TABS = {"Verdict & audit": _audit, "Parameter changes": _heatmap, "Compile vs run": _compile,
+        "Race": _race, "Devices": _devices}
+TABS_KEY = "d_tabs"  # the open tab's label in session state
+
+
 def render(ws: Workspace) -> None:
     st.header("Diagnose")
     if ws.playing:
         st.caption("Live training in progress: these panels refresh when you pause.")
-    tabs = st.tabs(["Verdict & audit", "Parameter changes", "Compile vs run", "Race",
-                    "Devices"])
-    for tab, body in zip(tabs, (_audit, _heatmap, _compile, _race, _devices)):
-        with tab:
-            body(ws)
+    # Only the open tab is drawn (a click on another reruns the page): the first
+    # page then holds no Plotly chart, and the browser loads Plotly's code (4.7 MB)
+    # when a tab that has one is first opened, not before the page can be used.
+    tabs = st.tabs(list(TABS), key=TABS_KEY, on_change="rerun")
+    for tab, body in zip(tabs, TABS.values()):
+        if tab.open:
+            with tab:
+                body(ws)
+

@@ -19,7 +19,7 @@ from collections.abc import Callable
 import numpy as np
 import streamlit as st
 
-from explorer import plots
+from explorer import linechart
 from explorer.config import LIMITS
 from explorer.engine import STEPPERS
 from explorer.export import script_for
@@ -168,17 +168,20 @@ def _live(ws: Workspace, token: int) -> None:
         st.warning(hint, icon=":material/label_off:")
     verdict_banner(ws.audit(), detail=False)
     loss, acc = chart_figures(ws, _S.setdefault("t_chart_cache", {}), time.perf_counter())
-    st.plotly_chart(loss, key="t_loss", config={"displaylogo": False})
-    st.plotly_chart(acc, key="t_acc", config={"displaylogo": False})
+    # SVG drawn here, not Plotly: no chart code for the browser to load before
+    # the first page is up (explorer/linechart.py)
+    for key, svg in (("t_loss", loss), ("t_acc", acc)):
+        with st.container(key=key):
+            st.markdown(svg, unsafe_allow_html=True)
 
 
-def chart_figures(ws: Workspace, cache: dict, now: float):
-    """``(loss figure, accuracy figure)`` of the run. While it trains they are
-    rebuilt at most every ``CHART_EVERY_S`` (and at once for the first
-    point); in between the previous figures come back unchanged, which the
-    browser does not redraw (a plotly redraw is the page's costliest update:
-    drawn every tick it kept a 2-core machine's browser busy 77 % of the time
-    and slowed clicks and training alike). ``cache`` keeps them per session."""
+def chart_figures(ws: Workspace, cache: dict, now: float) -> tuple[str, str]:
+    """``(loss chart, accuracy chart)`` of the run, as SVG markup. While it
+    trains they are rebuilt at most every ``CHART_EVERY_S`` (and at once for
+    the first point); in between the previous charts come back unchanged,
+    which the browser does not redraw (redrawn every tick, the Plotly charts
+    these replaced kept a 2-core machine's browser busy 77 % of the time).
+    ``cache`` keeps them per session."""
     run = ws.run
     history = run.history if run else []
     key = (ws.generation, len(history))
@@ -189,12 +192,12 @@ def chart_figures(ws: Workspace, cache: dict, now: float):
     sizes = split_sizes(ws)
     unit = ws.config.task.unit
     steps = [r.step for r in history]
-    loss = plots.loss_figure(steps, [r.loss for r in history], height=260)
-    acc = plots.accuracy_figure(steps, [r.train_acc for r in history],
-                                [r.val_acc for r in history],
-                                [r.test_acc for r in history], height=240,
-                                empty=[name for name, n in sizes.items() if n == 0],
-                                unit=unit)
+    loss = linechart.loss_chart(steps, [r.loss for r in history], height=260)
+    acc = linechart.accuracy_chart(steps, [r.train_acc for r in history],
+                                   [r.val_acc for r in history],
+                                   [r.test_acc for r in history], height=240,
+                                   empty=[name for name, n in sizes.items() if n == 0],
+                                   unit=unit)
     cache["figures"] = {"key": key, "at": now, "loss": loss, "acc": acc}
     return loss, acc
 

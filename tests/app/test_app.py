@@ -129,6 +129,7 @@ def test_two_sessions_share_one_compile_and_nothing_else():
     assert second.run.history[0].loss != first.run.history[-1].loss
     assert "step 1 did not trace: an earlier run on this server" in _texts(two.caption)
     # the diagnose panel explains why step 1 compiled nothing
+    _open_tab(two, "Compile vs run")
     assert "Step 1 was due to trace but did not" in _texts(two.info)
     # a Reset in session 1 reuses the compile too, and session 2 is untouched
     one.button(key="t_reset").click().run()
@@ -227,7 +228,20 @@ def test_model_edits_start_a_new_run(at):
     assert "not divisible by heads=3" in _texts(at.error) and ws.run is None
 
 
+def _open_tab(at, label: str) -> None:
+    """Open the Diagnose tab ``label`` (only the open tab is drawn), as a click
+    on it does: its label goes into the tabs' state and the page reruns."""
+    from explorer.ui.diagnose_panel import TABS, TABS_KEY
+
+    assert label in TABS
+    at.session_state[TABS_KEY] = label
+    at.run()
+    tab = next(t for t in at.tabs if t.label == label)
+    assert tab.children, f"the {label} tab drew nothing"
+
+
 def test_race_tab_races_every_mode(at):
+    _open_tab(at, "Race")
     at.number_input(key="d_steps").set_value(3).run()
     at.button(key="d_race").click().run()
     _ok(at)
@@ -248,7 +262,7 @@ def test_compile_tab_measures_and_names_a_retrace(at):
     ws = _ws(at)
     at.button(key="t_step").click().run()
     ws.connect([0, 9])
-    at.run()
+    _open_tab(at, "Compile vs run")
     assert "next step will retrace" in _texts(at.warning)
     at.button(key="d_measure").click().run()
     _ok(at)
@@ -358,25 +372,33 @@ def test_charts_are_rebuilt_at_most_once_a_second_while_training():
     token = ws.play()
     ws.tick(token)  # the compiling step
     first = chart_figures(ws, cache, now=0.2)
-    assert len(first[0].data[0].x) == 1  # the first point shows at once
+    assert _points(first[0]) == _points(first[1]) == 1  # the first point shows at once
     ws.tick(token)
     assert chart_figures(ws, cache, now=0.2 + CHART_EVERY_S / 2)[0] is first[0]  # reused
     later = chart_figures(ws, cache, now=0.2 + CHART_EVERY_S)
-    assert later[0] is not first[0] and len(later[0].data[0].x) == ws.steps_done > 1
+    assert later[0] is not first[0] and _points(later[0]) == ws.steps_done > 1
     ws.pause()
     assert chart_figures(ws, cache, now=0.3 + CHART_EVERY_S)[0] is not later[0]  # paused
     ws.reset()
     ws.play()
-    fresh = chart_figures(ws, cache, now=0.4 + CHART_EVERY_S)[0]  # a new run: no points
-    assert sum(len(trace.x or ()) for trace in fresh.data) == 0
+    fresh = chart_figures(ws, cache, now=0.4 + CHART_EVERY_S)  # a new run: no points
+    assert _points(fresh[0]) == _points(fresh[1]) == 0 and "Press Step or Play" in fresh[0]
+
+
+def _points(svg: str) -> int:
+    """How many steps a train-panel chart (explorer/linechart.py) draws."""
+    return int(re.search(r"data-points='(\d+)'", svg).group(1))
+
+
+def _chart(at, title: str) -> str:
+    """The SVG of the train panel's chart titled ``title``."""
+    return next(m.value for m in at.markdown if f"aria-label='{title}'" in m.value)
 
 
 # ------------------------------------------------------- empty splits
 def test_no_test_nodes_reads_n_a_not_0_percent(at):
     """The 'path' preset (8 nodes, 4 per class) puts every node in train with
     the default 4 per class: val and test are empty."""
-    import json
-
     at.selectbox(key="g_preset").set_value("path").run()
     at.button(key="t_step").click().run()
     _ok(at)
@@ -387,34 +409,49 @@ def test_no_test_nodes_reads_n_a_not_0_percent(at):
     assert test.value == "n/a" and "no test nodes" in test.help
     train = next(m for m in at.metric if m.label == "Train acc")
     assert train.value.endswith("%")
-    chart = next(c for c in at.get("plotly_chart") if "t_acc" in c.proto.id)
-    figure = json.loads(chart.proto.spec)
-    assert [t["name"] for t in figure["data"]] == ["train"]
-    notes = [a["text"] for a in figure["layout"].get("annotations", [])]
-    assert notes == ["no val / test nodes: curves left out"]
+    chart = _chart(at, "Accuracy")
+    assert re.findall(r"data-series='(\w+)'", chart) == ["train"]  # no fake 0 % lines
+    assert "no val / test nodes: curves left out" in chart
 
 
-def test_play_sends_the_diagnose_charts_unchanged_until_pause(at):
+@pytest.mark.parametrize("tab, key", [("Parameter changes", "d_heatmap"),
+                                      ("Compile vs run", "d_step_time")])
+def test_play_sends_the_diagnose_charts_unchanged_until_pause(at, tab, key):
     """The page Play reruns redraws the loss chart (its first point) and keeps
-    the diagnose charts as they were (the panel refreshes on pause): an
+    the open Diagnose tab's chart as it was (the panel refreshes on pause): an
     unchanged figure is not redrawn by the browser."""
     def specs():
-        return {key: next(c.proto.spec for c in at.get("plotly_chart") if key in c.proto.id)
-                for key in ("t_loss", "d_heatmap", "d_step_time")}
+        return {"t_loss": _chart(at, "Training loss"),
+                key: next(c.proto.spec for c in at.get("plotly_chart") if key in c.proto.id)}
 
+    _open_tab(at, tab)
     before = specs()
     at.button(key="t_play").click().run()
     _ok(at)
     assert _ws(at).playing and _ws(at).steps_done >= 1
     playing = specs()
     assert playing["t_loss"] != before["t_loss"]
-    assert playing["d_heatmap"] == before["d_heatmap"]
-    assert playing["d_step_time"] == before["d_step_time"]
+    assert playing[key] == before[key]
     assert "refresh when you pause" in _texts(at.caption)
     at.button(key="t_pause").click().run()
-    paused = specs()
-    assert paused["d_heatmap"] != before["d_heatmap"]
-    assert paused["d_step_time"] != before["d_step_time"]
+    assert specs()[key] != before[key]
+
+
+def test_only_the_open_diagnose_tab_is_drawn(at):
+    """The first page holds no Plotly chart (the browser loads Plotly's code when
+    a tab that has one opens); each tab draws its own content once opened."""
+    from explorer.ui.diagnose_panel import TABS
+
+    assert not at.get("plotly_chart") and [t.label for t in at.tabs] == list(TABS)
+    at.button(key="t_step").click().run()
+    assert at.dataframe and not at.get("plotly_chart")  # the audit's table, no chart
+    _open_tab(at, "Parameter changes")
+    assert [c.proto.id for c in at.get("plotly_chart")] and not at.dataframe
+    assert any("d_heatmap" in c.proto.id for c in at.get("plotly_chart"))
+    _open_tab(at, "Race")
+    assert not at.get("plotly_chart") and at.button(key="d_race")
+    _open_tab(at, "Verdict & audit")
+    assert at.dataframe and not at.get("plotly_chart")
 
 
 def test_a_click_waiting_on_a_training_tick_is_seen_and_a_fragment_timer_is_not():
@@ -488,6 +525,7 @@ def test_scan_steps_input_shows_only_in_scan_mode_and_sets_k(at):
 def test_compile_tab_shows_memory_and_what_donation_saves(at, mode, saves):
     at.radio(key="t_mode").set_value(mode).run()
     at.button(key="t_step").click().run()
+    _open_tab(at, "Compile vs run")
     at.button(key="d_measure").click().run()
     _ok(at)
     assert _metric(at, "Peak").endswith("B") and _metric(at, "Arguments").endswith("B")

@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, app_environ
 
+from explorer import linechart
 from explorer.engine import STEPPERS
 
 try:
@@ -51,21 +52,14 @@ STEP_MS = 60_000  # any other rerun
 
 STEP_TEXT = re.compile(r"Step (\d+) of (\d+)")
 
-# The plotly figure whose layout title is ``title``: number of x values of its
-# first trace (0 when the figure is missing or has no data yet). Streamlit's
-# theme wraps titles in <b> tags, so the tags are stripped first.
-_POINTS_JS = """(title) => {
-    for (const div of document.querySelectorAll('.js-plotly-plot')) {
-        const layout = div.layout || {};
-        const t = layout.title;
-        const text = (typeof t === 'string' ? t : (t && t.text)) || '';
-        if (text.replace(/<[^>]*>/g, '').trim() === title) {
-            const data = div.data || [];
-            return data.length && data[0].x ? data[0].x.length : 0;
-        }
-    }
+# The train panel's SVG chart titled ``title`` (explorer/linechart.py): how many
+# steps it draws (0 when it is missing or empty).
+_POINTS_JS = f"""(title) => {{
+    for (const svg of document.querySelectorAll('svg.{linechart.CSS_CLASS}')) {{
+        if (svg.getAttribute('aria-label') === title) return Number(svg.dataset.points);
+    }}
     return 0;
-}"""
+}}"""
 
 
 def _browser_missing() -> str:
@@ -347,7 +341,7 @@ def test_screenshots_of_every_panel(app):
         graph, train = column(page, "Graph"), column(page, "Train")
         expect(graph.locator(".gc-box canvas").first).to_be_visible()
         shots.append(shoot(graph, "panel_graph.png"))
-        expect(train.locator(".st-key-t_loss .js-plotly-plot")).to_be_visible()
+        expect(train.locator(f".st-key-t_loss svg.{linechart.CSS_CLASS}")).to_be_visible()
         shots.append(shoot(train, "panel_train.png"))
         shots.append(shoot(page.locator('[data-testid="stSidebar"]'), "panel_model.png"))
 

@@ -164,17 +164,12 @@ def test_colour_count_must_match():
 
 
 # ------------------------------------------------------------- line plots
-def test_loss_and_accuracy_figures():
+def test_loss_figure():
     empty = plots.loss_figure([], [])
     assert annotation_texts(empty) == ["Press Step or Play"]
-    assert annotation_texts(plots.accuracy_figure([], [], [], [])) == ["Press Step or Play"]
     loss = plots.loss_figure([1, 2, 3], [1.0, 0.5, 0.2])
     assert [t.name for t in loss.data] == ["loss"] and loss.layout.uirevision == "loss"
     assert loss.layout.xaxis.title.text == "step" and loss.layout.yaxis.title.text == "loss"
-    nan = [math.nan] * 3
-    acc = plots.accuracy_figure([1, 2, 3], [0.1, 0.5, 1.0], nan, [0.2, 0.3, 0.4])
-    assert [t.name for t in acc.data] == ["train", "test"]
-    assert tuple(acc.layout.yaxis.range) == (0, 1.02)
 
 
 # ---------------------------------------------------------------- heatmap
@@ -259,24 +254,6 @@ def test_training_heatmap_keeps_informative_colours():
     assert len(wide.colorbar.tickvals) <= 8 and wide.colorbar.tickvals[-1] == 0
 
 
-def test_accuracy_leaves_out_empty_splits_and_says_so():
-    steps = [1, 2, 3]
-    fig = plots.accuracy_figure(steps, [0.5, 0.7, 0.9], [0.0] * 3, [0.0] * 3,
-                                empty=["val", "test"])
-    assert [t.name for t in fig.data] == ["train"]  # no fake 0 % lines
-    assert fig.layout.showlegend  # the lone curve is still named
-    assert annotation_texts(fig) == ["no val / test nodes: curves left out"]
-    one = plots.accuracy_figure(steps, [0.5] * 3, [0.2] * 3, [0.0] * 3, empty=["test"],
-                                unit="graphs")
-    assert [t.name for t in one.data] == ["train", "val"]
-    assert annotation_texts(one) == ["no test graphs: curve left out"]
-    full = plots.accuracy_figure(steps, [0.5] * 3, [0.2] * 3, [0.0] * 3)
-    assert [t.name for t in full.data] == ["train", "val", "test"]  # a real 0 % stays
-    assert annotation_texts(full) == []
-    with pytest.raises(ValueError, match="unknown splits"):
-        plots.accuracy_figure(steps, [0.5] * 3, [0.2] * 3, [0.0] * 3, empty=["dev"])
-
-
 # ------------------------------------------------------------- comparisons
 def test_race_flat_curve():
     fig = plots.race_figure({"eager": [1.0, 0.5, 0.2], "broken": [0.7, 0.7, 0.7]})
@@ -307,6 +284,5 @@ def test_timing_missing_values_are_zero():
 def test_step_axes_tick_whole_steps(last, spacing):
     steps = list(range(1, last + 1))
     for fig in (plots.loss_figure(steps, [1.0] * last),
-                plots.accuracy_figure(steps, [0.5] * last, [0.5] * last, [0.5] * last),
                 plots.heatmap_figure(["w"], np.ones((1, last)))):
         assert fig.layout.xaxis.dtick == spacing and fig.layout.xaxis.tickformat == "d"
