@@ -287,6 +287,22 @@ def test_play_draws_the_loss_chart_and_pause_stops(app):
         wait_idle(page)
         assert n == after + 1
         assert loss_points(page) == n, "the loss chart and the counter disagree"
+        # Pointing at the curve's right end shows that step's loss (the band under
+        # the pointer carries it as its tooltip).
+        chart = page.locator(f".st-key-t_loss svg.{linechart.CSS_CLASS}")
+        box = chart.bounding_box()
+        scale = box["width"] / linechart.WIDTH
+        x = box["x"] + (linechart.WIDTH - linechart.RIGHT - 1) * scale
+        y = box["y"] + box["height"] / 2
+        page.mouse.move(x, y)
+        tip = page.evaluate("([x, y]) => { const e = document.elementFromPoint(x, y);"
+                            " const t = e && e.querySelector('title');"
+                            " return t ? t.textContent : (e ? e.outerHTML.slice(0, 80) : null); }",
+                            [x, y])
+        loss = page.locator('[data-testid="stMetric"]').filter(has_text="Loss").first.locator(
+            '[data-testid="stMetricValue"]').inner_text()
+        shown = re.fullmatch(rf"step {n}: loss ([-+.e\d]+)", tip or "")
+        assert shown and abs(float(shown[1]) - float(loss)) < 1e-3, (tip, loss)
     finally:
         context.close()
 
