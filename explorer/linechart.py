@@ -30,10 +30,12 @@ SPLIT_COLOURS = {"train": "#1f77b4", "val": "#ff7f0e", "test": "#2ca02c"}
 LOSS_COLOUR = "#1f77b4"
 
 WIDTH = 480  # the drawing's own units; the SVG scales to its column's width
-LEFT, RIGHT, TOP, BOTTOM = 58, 14, 34, 38  # margins around the plot area
+LEFT, RIGHT, TOP, BOTTOM = 70, 14, 34, 38  # margins around the plot area
 HOVER_BANDS = 120  # at most this many hover bands (one <title> each)
 MARKERS_UP_TO = 40  # steps; a shorter run also gets a dot per point
-FONT = "font-family='sans-serif' font-size='12' fill='#444'"
+# text and axes in the page's own text colour (currentColor): readable in
+# Streamlit's light and dark themes alike
+FONT = "font-family='sans-serif' font-size='12' fill='currentColor' fill-opacity='0.8'"
 CSS_CLASS = "gc-linechart"
 
 
@@ -166,10 +168,11 @@ def line_chart(steps: Sequence[float], lines: Sequence[Line], *, title: str, yti
             f"aria-label='{esc(title)}' viewBox='0 0 {WIDTH} {height}' width='100%' "
             f"xmlns='http://www.w3.org/2000/svg' style='display:block;max-width:100%'>")
     parts = [head, f"<text x='{LEFT}' y='20' font-family='sans-serif' font-size='15' "
-             f"font-weight='bold' fill='#222'>{esc(title)}</text>"]
+             f"font-weight='bold' fill='currentColor'>{esc(title)}</text>"]
     if n == 0:
         parts.append(f"<text x='{WIDTH / 2}' y='{height / 2}' text-anchor='middle' "
-                     f"font-family='sans-serif' font-size='15' fill='#555'>{esc(EMPTY_RUN)}</text>")
+                     f"font-family='sans-serif' font-size='15' fill='currentColor' "
+                     f"fill-opacity='0.7'>{esc(EMPTY_RUN)}</text>")
         return "".join(parts) + "</svg>"
     for line in lines:
         if len(line.values) != n:
@@ -194,18 +197,18 @@ def line_chart(steps: Sequence[float], lines: Sequence[Line], *, title: str, yti
     for t, label in sorted(labels.items()):
         y = to_y(t)
         parts.append(f"<line x1='{LEFT}' x2='{WIDTH - RIGHT}' y1='{y:.1f}' y2='{y:.1f}' "
-                     f"stroke='#e6e6e6'/><text x='{LEFT - 6}' y='{y + 4:.1f}' "
-                     f"text-anchor='end' {FONT}>{esc(label)}</text>")
+                     f"stroke='currentColor' stroke-opacity='0.12'/><text x='{LEFT - 6}' "
+                     f"y='{y + 4:.1f}' text-anchor='end' {FONT}>{esc(label)}</text>")
     spacing = step_tick_spacing(x1)
     for t in range(int(math.ceil(x0 / spacing)) * spacing, int(x1) + 1, spacing):
         xt = LEFT + (t - x0) / (x1 - x0) * pw
         parts.append(f"<line x1='{xt:.1f}' x2='{xt:.1f}' y1='{TOP}' y2='{TOP + ph}' "
-                     f"stroke='#f0f0f0'/><text x='{xt:.1f}' y='{TOP + ph + 16}' "
-                     f"text-anchor='middle' {FONT}>{t}</text>")
-    parts.append(f"<rect x='{LEFT}' y='{TOP}' width='{pw}' height='{ph}' fill='none' "
-                 f"stroke='#bbb'/>")
+                     f"stroke='currentColor' stroke-opacity='0.07'/><text x='{xt:.1f}' "
+                     f"y='{TOP + ph + 16}' text-anchor='middle' {FONT}>{t}</text>")
+    parts.append(f"<rect class='{CSS_CLASS}-frame' x='{LEFT}' y='{TOP}' width='{pw}' "
+                 f"height='{ph}' fill='none' stroke='currentColor' stroke-opacity='0.3'/>")
     parts.append(f"<text x='{LEFT + pw / 2}' y='{height - 6}' text-anchor='middle' "
-                 f"{FONT}>step</text><text transform='translate(14 {TOP + ph / 2}) "
+                 f"{FONT}>step</text><text transform='translate(13 {TOP + ph / 2}) "
                  f"rotate(-90)' text-anchor='middle' {FONT}>{esc(ytitle)}</text>")
 
     # the lines: finite runs as polylines, thinned to the drawing's resolution
@@ -234,7 +237,8 @@ def line_chart(steps: Sequence[float], lines: Sequence[Line], *, title: str, yti
     right = WIDTH - RIGHT
     if note:
         parts.append(f"<text x='{right}' y='{TOP - 6}' text-anchor='end' "
-                     f"font-family='sans-serif' font-size='11' fill='#666'>{esc(note)}</text>")
+                     f"font-family='sans-serif' font-size='11' fill='currentColor' "
+                     f"fill-opacity='0.7'>{esc(note)}</text>")
     if len(lines) > 1 or note:  # a lone curve beside a note is named too
         xl = LEFT + 110
         for line in lines:

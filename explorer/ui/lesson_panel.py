@@ -13,7 +13,7 @@ import logging
 
 import streamlit as st
 
-from explorer import plots
+from explorer import linechart, plots
 from explorer.config import RunConfig
 from explorer.lessons import LESSONS, Lesson, Outcome, find, rehearsal
 from explorer.workspace import Workspace
@@ -131,8 +131,12 @@ def _outcome(outcome: Outcome, side: str, y_range=None) -> None:
                         config={"displaylogo": False})
     elif outcome.losses:
         steps = list(range(1, len(outcome.losses) + 1))
-        st.plotly_chart(plots.loss_figure(steps, outcome.losses, height=220, y_range=y_range),
-                        key=f"l_{side}_loss", config={"displaylogo": False})
+        # SVG, like the train panel's: a lesson opened from a class link needs no
+        # chart code in the browser (explorer/linechart.py)
+        with st.container(key=f"l_{side}_loss"):
+            st.markdown(linechart.loss_chart(steps, outcome.losses, height=220,
+                                             y_range=y_range, title=f"Training loss ({side})"),
+                        unsafe_allow_html=True)
     if outcome.rows:
         st.dataframe(list(outcome.rows), hide_index=True, key=f"l_{side}_rows")
     if outcome.code:

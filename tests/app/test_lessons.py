@@ -160,6 +160,16 @@ def test_each_lesson_shows_its_symptom_then_the_fix_side_by_side(lesson):
     assert _banner(_texts(at.error), pitfall_verdict, pitfall.label)  # still beside it
     assert at.query_params["lesson"] == lesson.key
     _check_measurements(lesson.key, pitfall, fix, at.session_state["workspace"])
+    for side, outcome in (("pitfall", pitfall), ("fix", fix)):  # the SVG loss charts
+        charts = [m.value for m in at.markdown
+                  if f"aria-label='Training loss ({side})'" in m.value]
+        if outcome.losses and not outcome.matrix:
+            (svg,) = charts
+            assert f"data-points='{len(outcome.losses)}'" in svg
+            if len(set(outcome.losses)) == 1:  # frozen: the exact value is a tick
+                assert f">{outcome.losses[0]:.6g}<" in svg
+        else:
+            assert not charts
 
     at.button(key="l_close").click().run()
     assert "lesson" not in at.query_params

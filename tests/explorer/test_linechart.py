@@ -30,7 +30,7 @@ def points(poly) -> np.ndarray:
 def plot_box(root) -> tuple[float, float, float, float]:
     """(left, top, right, bottom) of the plot area's frame."""
     frame = next(r for r in root.iter("{http://www.w3.org/2000/svg}rect")
-                 if r.get("stroke") == "#bbb")
+                 if r.get("class") == f"{lc.CSS_CLASS}-frame")
     x, y = float(frame.get("x")), float(frame.get("y"))
     return x, y, x + float(frame.get("width")), y + float(frame.get("height"))
 
