@@ -257,5 +257,5 @@ def line_chart(steps: Sequence[float], lines: Sequence[Line], *, title: str, yti
                                               for line, ys in zip(lines, values))
         parts.append(f"<rect class='{CSS_CLASS}-hover' x='{left:.1f}' y='{TOP}' "
                      f"width='{max(right_x - left, 0.5):.1f}' height='{ph}' "
-                     f"fill='#000' fill-opacity='0'><title>{esc(text)}</title></rect>")
+                     f"fill='currentColor' fill-opacity='0'><title>{esc(text)}</title></rect>")
     return "".join(parts) + "</svg>"

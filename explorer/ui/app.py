@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explorer import links
+from explorer import linechart, links
 from explorer.ui import (
     diagnose_panel,
     graph_panel,
@@ -69,6 +69,9 @@ def explorer_page() -> None:
             ws.notice, ws.notice_is_edit = "", False
         elif ws.notice:
             st.info(plain(ws.notice), icon=":material/info:")
+    # The line charts' hover band under the pointer shows as a faint column, so
+    # it is clear which step the tooltip names (explorer/linechart.py).
+    st.html(f"<style>.{linechart.CSS_CLASS}-hover:hover {{ fill-opacity: 0.08; }}</style>")
     # Side by side when there is room; on a narrow window (or beside an open
     # sidebar at 1000 px) the two panels wrap and each gets the full width.
     st.html(f"<style>.st-key-panels > div > [data-testid='stHorizontalBlock'] "

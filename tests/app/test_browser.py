@@ -295,10 +295,12 @@ def test_play_draws_the_loss_chart_and_pause_stops(app):
         x = box["x"] + (linechart.WIDTH - linechart.RIGHT - 1) * scale
         y = box["y"] + box["height"] / 2
         page.mouse.move(x, y)
-        tip = page.evaluate("([x, y]) => { const e = document.elementFromPoint(x, y);"
-                            " const t = e && e.querySelector('title');"
-                            " return t ? t.textContent : (e ? e.outerHTML.slice(0, 80) : null); }",
-                            [x, y])
+        tip, shade = page.evaluate(
+            "([x, y]) => { const e = document.elementFromPoint(x, y);"
+            " const t = e && e.querySelector('title');"
+            " return [t ? t.textContent : (e ? e.outerHTML.slice(0, 80) : null),"
+            " e ? getComputedStyle(e).fillOpacity : null]; }", [x, y])
+        assert shade == "0.08", f"the band under the pointer is not shaded ({shade})"
         loss = page.locator('[data-testid="stMetric"]').filter(has_text="Loss").first.locator(
             '[data-testid="stMetricValue"]').inner_text()
         shown = re.fullmatch(rf"step {n}: loss ([-+.e\d]+)", tip or "")
