@@ -22,7 +22,7 @@ from collections.abc import Collection, Sequence
 import numpy as np
 
 __all__ = ["EMPTY_RUN", "Line", "accuracy_chart", "accuracy_lines", "line_chart",
-           "loss_chart", "nice_ticks", "step_tick_spacing"]
+           "loss_chart", "nice_ticks", "step_tick_spacing", "value_ticks"]
 
 EMPTY_RUN = "Press Step or Play"
 SPLITS = ("train", "val", "test")
@@ -71,6 +71,18 @@ def nice_ticks(lo: float, hi: float, count: int = 4) -> list[float]:
             break
     first = math.ceil(lo / step) * step
     return [round(first + k * step, 12) for k in range(int((hi - first) / step) + 1)]
+
+
+def value_ticks(lo: float, hi: float, flat: float | None = None) -> dict[float, str]:
+    """The value axis' ticks and their labels: round values, and for a flat
+    line (frozen training) its exact value to six digits, with no round tick
+    close enough to crowd it."""
+    labels = {t: f"{t:.3g}" for t in nice_ticks(lo, hi)}
+    if flat is not None:
+        near = 0.12 * (hi - lo)
+        labels = {t: s for t, s in labels.items() if abs(t - flat) > near}
+        labels[flat] = f"{flat:.6g}"
+    return dict(sorted(labels.items()))
 
 
 def accuracy_lines(train: Sequence[float], val: Sequence[float], test: Sequence[float],
@@ -188,13 +200,7 @@ def line_chart(steps: Sequence[float], lines: Sequence[Line], *, title: str, yti
     to_y = lambda v: TOP + (hi - v) / (hi - lo) * ph  # noqa: E731
 
     # grid, ticks and axis titles
-    yticks = nice_ticks(lo, hi)
-    labels = {t: f"{t:.3g}" for t in yticks}
-    if flat is not None:  # the value of a flat line, exact, and no round tick crowding it
-        near = 0.12 * (hi - lo)
-        labels = {t: s for t, s in labels.items() if abs(t - flat) > near}
-        labels[flat] = f"{flat:.6g}"
-    for t, label in sorted(labels.items()):
+    for t, label in value_ticks(lo, hi, flat).items():
         y = to_y(t)
         parts.append(f"<line x1='{LEFT}' x2='{WIDTH - RIGHT}' y1='{y:.1f}' y2='{y:.1f}' "
                      f"stroke='currentColor' stroke-opacity='0.12'/><text x='{LEFT - 6}' "

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.linechart import EMPTY_RUN, nice_ticks, step_tick_spacing
+from explorer.linechart import EMPTY_RUN, step_tick_spacing, value_ticks
 
 if TYPE_CHECKING:
     from explorer.drawing import Drawing
@@ -275,11 +275,9 @@ def loss_figure(steps: Sequence[float], losses: Sequence[float], *,
     finite = [float(v) for v in losses if math.isfinite(float(v))]
     if len(finite) > 1 and min(finite) == max(finite):  # flat: label the line's value
         lo, hi = y_range if y_range is not None else (finite[0] - 0.05, finite[0] + 0.05)
-        near = 0.12 * (hi - lo)  # a round tick this close would overlap the value's label
-        ticks = sorted({t for t in nice_ticks(lo, hi) if abs(t - finite[0]) > near}
-                       | {finite[0]})
-        fig.update_yaxes(range=[lo, hi], tickmode="array", tickvals=ticks,
-                         ticktext=[f"{t:.6g}" if t == finite[0] else f"{t:.3g}" for t in ticks])
+        ticks = value_ticks(lo, hi, finite[0])
+        fig.update_yaxes(range=[lo, hi], tickmode="array", tickvals=list(ticks),
+                         ticktext=list(ticks.values()))
     return _line_layout(fig, height=height, ytitle="loss", uirevision="loss", title=title)
 
 

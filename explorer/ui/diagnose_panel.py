@@ -262,4 +262,3 @@ def render(ws: Workspace) -> None:
         if tab.open:
             with tab:
                 body(ws)
-

@@ -178,6 +178,12 @@ def steps_done(page) -> int:
     return int(match.group(1))
 
 
+def metric(page, label: str) -> str:
+    """The value of the metric labelled ``label`` (Loss, Train acc, ...)."""
+    box = page.locator('[data-testid="stMetric"]').filter(has_text=label).first
+    return box.locator('[data-testid="stMetricValue"]').inner_text(timeout=STEP_MS)
+
+
 def expect_steps(page, n: int, timeout: int = STEP_MS) -> None:
     expect(progress(page), f"the step counter never showed 'Step {n} of'").to_contain_text(
         re.compile(rf"Step {n} of \d+"), timeout=timeout)
@@ -301,8 +307,7 @@ def test_play_draws_the_loss_chart_and_pause_stops(app):
             " return [t ? t.textContent : (e ? e.outerHTML.slice(0, 80) : null),"
             " e ? getComputedStyle(e).fillOpacity : null]; }", [x, y])
         assert shade == "0.08", f"the band under the pointer is not shaded ({shade})"
-        loss = page.locator('[data-testid="stMetric"]').filter(has_text="Loss").first.locator(
-            '[data-testid="stMetricValue"]').inner_text()
+        loss = metric(page, "Loss")
         shown = re.fullmatch(rf"step {n}: loss ([-+.e\d]+)", tip or "")
         assert shown and abs(float(shown[1]) - float(loss)) < 1e-3, (tip, loss)
     finally:

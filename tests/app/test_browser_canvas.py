@@ -29,6 +29,7 @@ from test_browser import (  # noqa: F401  (app is a fixture)
     click,
     column,
     expect_steps,
+    metric,
     press_step,
     progress,
     shoot,
@@ -111,11 +112,6 @@ def screen(page, settle_s: float = 5.0) -> dict[str, list[float]]:
         if now == last or time.monotonic() > deadline:
             return now
         last = now
-
-
-def metric(page, label: str) -> str:
-    box = page.locator('[data-testid="stMetric"]').filter(has_text=label).first
-    return box.locator('[data-testid="stMetricValue"]').inner_text(timeout=STEP_MS)
 
 
 def empty_spots(page, count: int) -> list[tuple[float, float]]:
