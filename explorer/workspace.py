@@ -50,10 +50,16 @@ class Workspace:
         shared: compiled steps shared with other workspaces (the app's sessions:
             :class:`~explorer.engine.compiles.SharedCompiles`); ``None``: every
             run compiles its own.
+        build: build the run now. ``False`` leaves a node task's run to
+            :meth:`build` (:attr:`pending` until then): the app draws a
+            session's first page before the model's first JAX calls compile.
+            A dataset's run is built at once either way (its graphs are shown
+            through it).
     """
 
     def __init__(self, config: RunConfig | None = None, *,
-                 tick_budget_s: float = TICK_BUDGET_S, shared: SharedCompiles | None = None):
+                 tick_budget_s: float = TICK_BUDGET_S, shared: SharedCompiles | None = None,
+                 build: bool = True):
         config = config or RunConfig()
         self.shared = shared
         self.player = Player(tick_budget_s=tick_budget_s)
@@ -66,6 +72,17 @@ class Workspace:
         self.race_result: list[RaceEntry] | None = None
         self.compile_info: dict | None = None
         self.editor, self.config = open_graph(config, picked=False)
+        #: the run is left to :meth:`build` (``build=False``); any new run clears it
+        self.pending = False
+        if build or not self.task.editable:
+            self.build()
+        else:
+            self._start(None)
+            self.pending = True
+
+    def build(self) -> None:
+        """Build the run from the config's seed (what the constructor does
+        unless told ``build=False``)."""
         self.reset()
         if not self.task.editable and self.run is not None:
             self.show_sample(0)  # a dataset: its graphs are shown one at a time
@@ -440,6 +457,7 @@ class Workspace:
         return None if graph is None else Run(config, graph, shared=self.shared)
 
     def _start(self, run: Run | None) -> None:
+        self.pending = False
         self.player.start(run, self.config.epochs)
         self.error = self.notice = ""
         self.notice_is_edit = False

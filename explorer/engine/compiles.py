@@ -102,6 +102,9 @@ class SharedCompiles:
         self.train_step = counted(recipe.train_step)
         self.built = 0  # step functions built (a miss)
         self.reused = 0  # step functions handed out again (a hit)
+        #: runs built with this store (the first one's model compiles JAX's
+        #: eager initialisers; later ones of the same shapes find them compiled)
+        self.runs = 0
 
     def transform(self, name: str, learning_rate: float, weight_decay: float):
         """The optax transform of ``recipe.OPTIMIZERS[name]``, one object per
@@ -111,6 +114,11 @@ class SharedCompiles:
             if key not in self._transforms:
                 self._transforms[key] = recipe.OPTIMIZERS[name](learning_rate, weight_decay)
             return self._transforms[key]
+
+    def count_run(self) -> None:
+        """A run was built with this store (:attr:`runs`)."""
+        with self._lock:
+            self.runs += 1
 
     def step(self, key: Hashable, build: Callable[[], Any]):
         """The step function stored under ``key``, built by ``build()`` the

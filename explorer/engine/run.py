@@ -140,6 +140,8 @@ class Run:
         tx = None if shared is None else shared.transform(
             config.optimizer, config.learning_rate, config.weight_decay)
         self.optimizer = recipe.build_optimizer(config, self.model, tx)
+        if shared is not None:
+            shared.count_run()
         if self.mesh is not None:  # one whole copy per device, before any mode splits it
             nnx.update(self.optimizer, sharding.replicate(nnx.state(self.optimizer), self.mesh))
             nnx.update(self.model, sharding.replicate(nnx.state(self.model), self.mesh))

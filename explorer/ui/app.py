@@ -18,7 +18,15 @@ from explorer.ui import (
     runs_panel,
     train_panel,
 )
-from explorer.ui.common import classroom, guard, plain, presenting, sync_link, workspace
+from explorer.ui.common import (
+    build_pending,
+    classroom,
+    guard,
+    plain,
+    presenting,
+    sync_link,
+    workspace,
+)
 
 TITLE = "GNN JIT Explorer"
 PANEL_MIN_PX = 400  # narrower than this, the graph and train panels stack
@@ -93,6 +101,7 @@ def explorer_page() -> None:
                    f"a graph of up to {links.MAX_LINK_NODES:,} nodes and "
                    f"{links.MAX_GRAPH_CHARS:,} characters. *Download as script* (Train) "
                    "carries the graph.")
+    build_pending(ws)  # the server's first session: the model after its first page
     if ws.run is not None:
         # the page is drawn: compile the eval function (metrics, predictions) in the
         # background, so Play pays only for the training step's own compile

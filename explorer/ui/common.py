@@ -54,8 +54,12 @@ def workspace() -> Workspace:
     link that cannot be used gives the default workspace and a notice."""
     if "workspace" not in st.session_state:
         link = links.decode(st.query_params.to_dict())
+        shared = shared_compiles()
         try:
-            ws = Workspace(link.config, shared=shared_compiles())
+            # The server's first run: the page is drawn first and the model built
+            # after it (its first JAX calls compile, about a second; explorer_page
+            # builds it). Later sessions find those calls compiled: built at once.
+            ws = Workspace(link.config, shared=shared, build=shared.runs > 0)
         except Exception as err:  # the link's settings must never take the page down
             log.exception("workspace from the link failed")
             link = dataclasses.replace(link, drawing=None, notices=link.notices + (
@@ -77,6 +81,21 @@ def workspace() -> Workspace:
         st.session_state.link_notices = link.notices
         st.session_state.lesson = link.lesson
     return st.session_state.workspace
+
+
+def build_pending(ws: Workspace) -> None:
+    """Build the run :func:`workspace` left out of the server's first session,
+    once its page is drawn, and draw the page again with it. Never raises: a
+    model that cannot be built shows as the workspace's error."""
+    if not ws.pending:
+        return
+    try:
+        ws.build()
+    except Exception as err:  # the page stays up and says why
+        log.exception("building the first run failed")
+        ws.pending = False
+        ws.error = f"cannot build the model: {type(err).__name__}: {str(err)[:200]}"
+    st.rerun()
 
 
 TRIGGERS = ("trigger_value", "string_trigger_value", "json_trigger_value")

@@ -220,10 +220,14 @@ def script_download(ws: Workspace) -> tuple[Callable[[], str], str] | None:
 
 
 def _ahead_status(ws: Workspace) -> None:
-    """Before the first step: the training step compiling in the background
+    """Before the first step: the model being built after the first page, or
+    the training step compiling in the background
     (``Run.warm_up``), or how it went."""
     ahead = ws.run.ahead_status if ws.run and not ws.playing else ""
-    if ahead == "compiling":
+    if ws.pending:
+        st.caption(":material/hourglass_top: Building the model now that the page is drawn "
+                   "(its first JAX calls compile); Play is ready in a moment.")
+    elif ahead == "compiling":
         st.caption(":material/hourglass_top: Compiling the training step in the background "
                    "(trace → lower → XLA compile) now that the page is drawn; Play waits for "
                    "it if it has not finished.")

@@ -6,10 +6,12 @@ import re
 
 import pytest
 from conftest import REPO
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 from streamlit.testing.v1 import AppTest
 
 from explorer.engine import STEPPERS
 from explorer.ui.common import shared_compiles
+from explorer.workspace import Workspace
 
 
 @pytest.fixture
@@ -87,6 +89,62 @@ def test_play_runs_a_tick_and_pause_stops(at):
     done = ws.steps_done
     at.run()
     assert not ws.playing and ws.steps_done == done
+
+
+def test_a_new_servers_first_page_is_drawn_before_its_model_is_built(monkeypatch):
+    """A newly started server's first session draws its whole page, then builds
+    the model (its first JAX calls compile) and draws the page again; a later
+    session's model is built at once, before its page."""
+    shared_compiles.clear()  # what a newly started server has
+    builds = []  # per build: the run before it, and the widgets drawn by then
+
+    def build(ws, real=Workspace.build):
+        drawn = get_script_run_ctx().shared.widget_user_keys_this_run
+        builds.append((ws.run, {k for k in ("t_play", "t_step", "t_mode", "m_epochs", "g_preset")
+                                if k in drawn}))
+        real(ws)
+
+    monkeypatch.setattr(Workspace, "build", build)
+    one = AppTest.from_file(str(REPO / "streamlit_app.py"), default_timeout=120)
+    one.run()
+    _ok(one)
+    assert builds == [(None, {"t_play", "t_step", "t_mode", "m_epochs", "g_preset"})]
+    assert _ws(one).run is not None and not _ws(one).pending
+    assert not one.button(key="t_play").disabled
+    assert "Building the model" not in _texts(one.caption)
+    two = AppTest.from_file(str(REPO / "streamlit_app.py"), default_timeout=120)
+    two.run()
+    _ok(two)
+    assert builds[1:] == [(None, set())] and _ws(two).run is not None
+
+
+def test_a_page_waiting_for_its_model_says_so_and_play_waits(monkeypatch):
+    import explorer.ui.app
+
+    shared_compiles.clear()
+    monkeypatch.setattr(explorer.ui.app, "build_pending", lambda ws: None)  # never built
+    at = AppTest.from_file(str(REPO / "streamlit_app.py"), default_timeout=120)
+    at.run()
+    _ok(at)
+    assert _ws(at).pending and _ws(at).run is None
+    assert "Building the model now that the page is drawn" in _texts(at.caption)
+    assert at.button(key="t_play").disabled and at.button(key="t_step").disabled
+    assert "Step 0 of 100" in at.get("progress")[0].proto.text
+    assert _metric(at, "Nodes") == "34"
+
+
+def test_a_first_model_that_fails_to_build_is_an_error_not_a_traceback(monkeypatch):
+    def fail(ws):
+        raise RuntimeError("no memory for the weights")
+
+    shared_compiles.clear()
+    monkeypatch.setattr(Workspace, "build", fail)
+    at = AppTest.from_file(str(REPO / "streamlit_app.py"), default_timeout=120)
+    at.run()
+    assert not at.exception, at.exception
+    assert not _ws(at).pending and _ws(at).run is None
+    assert "cannot build the model: RuntimeError: no memory for the weights" in _texts(at.error)
+    assert at.button(key="t_play").disabled
 
 
 def test_two_sessions_share_one_compile_and_nothing_else():

@@ -40,6 +40,29 @@ def test_starts_with_the_config_preset_and_stats(ws):
     assert set(splits) <= {"train", "val", "test", "none"}
 
 
+def test_a_workspace_told_not_to_build_waits_for_build():
+    shared = SharedCompiles()
+    ws = Workspace(RunConfig(dropout=0.0), shared=shared, build=False)
+    assert ws.pending and ws.run is None and shared.runs == 0
+    assert ws.stats().nodes == 34 and ws.target_steps == RunConfig().epochs  # drawn from these
+    assert ws.error == "" and ws.steps_done == 0 and not ws.playing
+    ws.build()
+    assert not ws.pending and ws.run is not None and shared.runs == 1
+    built = Workspace(RunConfig(dropout=0.0), shared=shared)  # the default builds at once
+    assert not built.pending and shared.runs == 2
+    # the run is the seed's: the same first loss as one built at once
+    assert ws.step().loss == built.step().loss
+
+
+def test_any_new_run_ends_the_wait_and_a_dataset_never_waits():
+    ws = Workspace(RunConfig(dropout=0.0), build=False)
+    ws.load_preset("petersen")
+    assert not ws.pending and ws.run is not None
+    dataset = Workspace(RunConfig(graph="triangle", features="degree_one_hot", pool="sum"),
+                        build=False)  # its graphs are shown through its run
+    assert not dataset.pending and dataset.run is not None
+
+
 def test_play_ticks_until_the_target_then_stops(ws):
     ws.set_config(ws.config.replace(epochs=12))
     ws.steps_per_tick, ws.tick_budget_s = 5, 60.0
