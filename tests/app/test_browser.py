@@ -42,8 +42,6 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
                  "--disable-component-update", "--disable-sync"]
 ARTIFACTS = Path(os.environ.get("TEST_ARTIFACTS", REPO / "tests" / "artifacts"))
 VIEWPORT = {"width": 1500, "height": 2600}  # tall: every panel fits without scrolling
-#: the app's "Your runs" folder (EXPLORER_RUNS), which a test writes a run into
-RUNS = Path(tempfile.mkdtemp(prefix="explorer_runs_"))
 
 START_TIMEOUT_S = 60  # server process start -> /_stcore/health says "ok"
 LOAD_MS = 90_000  # first page load: imports JAX and builds the first model
@@ -96,9 +94,11 @@ def _stop(proc: subprocess.Popen) -> None:
 class App:
     """The running server and the browser."""
 
-    def __init__(self, url: str, browser):
+    def __init__(self, url: str, browser, runs: Path):
         self.url = url
         self.browser = browser
+        #: the app's "Your runs" folder (EXPLORER_RUNS), which a test writes a run into
+        self.runs = runs
 
     def session(self, query: str = "", viewport: dict | None = None):
         """A fresh browser context (a new Streamlit session) on the app's page
@@ -123,7 +123,8 @@ def serve(**env_extra):
         pytest.skip(missing)
     port = _free_port()
     log = Path(tempfile.mkstemp(prefix="streamlit_", suffix=".log")[1])
-    env = app_environ(JAX_PLATFORMS="cpu", EXPLORER_RUNS=str(RUNS), **env_extra)
+    runs = tempfile.TemporaryDirectory(prefix="explorer_runs_")
+    env = app_environ(JAX_PLATFORMS="cpu", EXPLORER_RUNS=runs.name, **env_extra)
     cmd = [sys.executable, "-m", "streamlit", "run", "streamlit_app.py",
            "--server.headless", "true", "--server.address", "127.0.0.1",
            "--server.port", str(port), "--browser.gatherUsageStats", "false",
@@ -149,7 +150,7 @@ def serve(**env_extra):
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
             try:
-                yield App(url + "/", browser)
+                yield App(url + "/", browser, Path(runs.name))
             finally:
                 browser.close()
     finally:
@@ -157,6 +158,7 @@ def serve(**env_extra):
         if proc.returncode not in (0, -15, None):
             print(f"streamlit log:\n{_log_tail(log)}")
         log.unlink(missing_ok=True)
+        runs.cleanup()
 
 
 @pytest.fixture(scope="module")
@@ -483,12 +485,12 @@ def test_your_runs_page_follows_a_run_while_a_script_writes_it(app):
     the page reads the log again by itself (no reload) and shows the growing
     record count, the verdict and the figures; the top navigation leads back."""
     env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=str(REPO))
-    writer = subprocess.Popen([sys.executable, "-c", _WRITER % str(RUNS)], cwd=REPO, env=env,
+    writer = subprocess.Popen([sys.executable, "-c", _WRITER % str(app.runs)], cwd=REPO, env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     context = app.browser.new_context(viewport={"width": 1400, "height": 1600})
     try:
         deadline = time.monotonic() + 60
-        while not (RUNS / "live_run" / "records.jsonl").exists():
+        while not (app.runs / "live_run" / "records.jsonl").exists():
             assert writer.poll() is None, writer.stderr.read()
             assert time.monotonic() < deadline, "the writer never started its log"
             time.sleep(0.2)
