@@ -6,15 +6,16 @@ from pathlib import Path
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # The tests compile hundreds of small programs and run each a few times, so
 # XLA's optimisation passes cost more than they save (about a sixth of the
-# suite's time). Results are the same programs, unoptimised; the browser tests'
-# app server, the benchmarks and the app itself keep full optimisation. Set
-# JAX_DISABLE_MOST_OPTIMIZATIONS=0 to test the optimised path.
+# suite's time). Results are the same programs, unoptimised; the benchmarks,
+# the app itself and the app server of the two-device browser test keep full
+# optimisation (app_environ). Set JAX_DISABLE_MOST_OPTIMIZATIONS=0 to test the
+# optimised path.
 os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
 # For the same reason, XLA's older CPU code generator for fused loops: it
 # compiled the test programs about 40 % faster than the default fusion
 # emitters (tests/gnncore/test_sparse.py: 217 s -> 145 s on 2 cores), with the
 # same results. Subprocesses that set their own XLA_FLAGS keep it through
-# xla_flags(); the browser tests' app server drops it, with the optimisations.
+# xla_flags(); app_environ(as_users_run_it=True) drops it, with the optimisations.
 FAST_COMPILE_FLAG = "--xla_cpu_use_fusion_emitters=false"
 if "xla_cpu_use_fusion_emitters" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {FAST_COMPILE_FLAG}".strip()
@@ -56,10 +57,21 @@ def xla_flags(*extra: str) -> str:
     return " ".join([os.environ.get("XLA_FLAGS", ""), *extra]).strip()
 
 
-def app_environ(**extra: str) -> dict[str, str]:
-    """The environment of an app server a test starts: the app as users run it,
-    without the test session's compile-speed settings."""
+def app_environ(*, as_users_run_it: bool = False, **extra: str) -> dict[str, str]:
+    """The environment of an app server a test starts, with ``extra``.
+
+    By default it keeps this session's compile settings: they change how long
+    XLA takes to compile a step (the servers of ``test_browser.py`` and
+    ``test_browser_canvas.py`` compile one per mode, graph and model they are
+    shown), not what the page shows, which is what a browser test checks; it
+    took ``test_browser.py`` from 96-110 s to 81-83 s, alone on 2 cores. The
+    programs it compiles are then the ones the tests compile in-process, so the
+    worker's compilation cache can answer. ``as_users_run_it``: XLA's defaults,
+    as ``streamlit run`` has them (the two-device browser test keeps them, so
+    CI still drives the optimised path in a real browser)."""
     env = dict(os.environ, **extra)
+    if not as_users_run_it:
+        return env
     env.pop("JAX_DISABLE_MOST_OPTIMIZATIONS", None)
     flags = [f for f in env.get("XLA_FLAGS", "").split() if f != FAST_COMPILE_FLAG]
     if flags:

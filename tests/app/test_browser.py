@@ -112,10 +112,11 @@ class App:
 
 
 @contextlib.contextmanager
-def serve(**env_extra):
+def serve(*, as_users_run_it: bool = False, **env_extra):
     """``streamlit run streamlit_app.py`` on a free port of 127.0.0.1 (with
-    ``env_extra`` in its environment) and a headless Chromium: yields an
-    :class:`App`; stops both."""
+    ``env_extra`` in its environment; the test session's compile settings unless
+    ``as_users_run_it``: see ``conftest.app_environ``) and a headless Chromium:
+    yields an :class:`App`; stops both."""
     missing = _browser_missing()
     if missing:
         if os.environ.get("CI"):
@@ -124,7 +125,8 @@ def serve(**env_extra):
     port = _free_port()
     log = Path(tempfile.mkstemp(prefix="streamlit_", suffix=".log")[1])
     runs = tempfile.TemporaryDirectory(prefix="explorer_runs_")
-    env = app_environ(JAX_PLATFORMS="cpu", EXPLORER_RUNS=runs.name, **env_extra)
+    env = app_environ(as_users_run_it=as_users_run_it, JAX_PLATFORMS="cpu",
+                      EXPLORER_RUNS=runs.name, **env_extra)
     cmd = [sys.executable, "-m", "streamlit", "run", "streamlit_app.py",
            "--server.headless", "true", "--server.address", "127.0.0.1",
            "--server.port", str(port), "--browser.gatherUsageStats", "false",

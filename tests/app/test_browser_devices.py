@@ -13,7 +13,10 @@ from test_browser import STEP_MS, click, expect_steps, serve, set_number, shoot
 
 @pytest.fixture(scope="module")
 def two_devices():
-    with serve(XLA_FLAGS="--xla_force_host_platform_device_count=2") as running:
+    # XLA's default optimisations, as users run the app: one browser test in
+    # CI drives that path (the others compile faster: conftest.app_environ)
+    with serve(as_users_run_it=True,
+               XLA_FLAGS="--xla_force_host_platform_device_count=2") as running:
         yield running
 
 
