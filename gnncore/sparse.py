@@ -107,6 +107,23 @@ jax.tree_util.register_dataclass(
     meta_fields=["num_src", "num_dst"])
 
 
+def take_rows(x, index, *, indices_are_sorted: bool = False):
+    """``x[index]`` along axis 0 for indices known to lie in ``[0, len(x))``, as
+    an :class:`Adjacency`'s always do (it checks them when it is built).
+
+    ``x[index]`` first maps negative indices (a compare, an add and a select
+    per index) and ``jnp.take`` fills out-of-range rows with NaN (a mask and a
+    select per element); both are work inside the loops that gather per-edge
+    rows, the largest of a GAT training step. This is one plain gather; its
+    gradient is one plain scatter-add."""
+    x = jnp.asarray(x)
+    dnums = jax.lax.GatherDimensionNumbers(offset_dims=tuple(range(1, x.ndim)),
+                                           collapsed_slice_dims=(0,), start_index_map=(0,))
+    return jax.lax.gather(x, index[:, None], dnums, (1,) + x.shape[1:],
+                          indices_are_sorted=indices_are_sorted,
+                          mode=jax.lax.GatherScatterMode.PROMISE_IN_BOUNDS)
+
+
 def _row_pointers(rows: np.ndarray, n: int) -> np.ndarray:
     counts = np.bincount(rows, minlength=n) if rows.size else np.zeros(n, np.int64)
     return np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
@@ -152,16 +169,16 @@ def _spmm_heads_fwd(adj, values, h):
 def _spmm_heads_bwd(res, ct):
     adj, values, h = res
     src, dst = adj.edge_index[0], adj.edge_index[1]
-    cols, shape = dst[adj.perm], (adj.num_src, adj.num_dst)
+    cols, shape = take_rows(dst, adj.perm), (adj.num_src, adj.num_dst)
     # d h = A^T @ ct: the same product over the source-sorted copy.
-    d_h = _all_heads(values[adj.perm], cols, adj.t_indptr, shape, ct)
+    d_h = _all_heads(take_rows(values, adj.perm), cols, adj.t_indptr, shape, ct)
     # d w_e = <ct[dst_e], h[src_e]>, all heads in one pass; XLA drops it when
     # the weights need no gradient. With reductions in XLA's own loops (see
     # gnncore.xla) a sum fuses with both gathers: 8-head GAT step on 10k/100k
     # 59-65 ms against 68-71 ms for the product with a ones vector; with
     # YNNPACK's reductions the sum kept the [E, H, C] product alive and the
     # step took 107 ms against 81 ms, so that case keeps the product.
-    prod = jnp.take(ct, dst, axis=0) * jnp.take(h, src, axis=0)
+    prod = take_rows(ct, dst, indices_are_sorted=True) * take_rows(h, src)
     if REDUCTIONS_IN_XLA:
         d_values = jnp.sum(prod, axis=-1)
     else:

@@ -29,7 +29,7 @@ from flax import nnx
 from gnncore.inits import glorot, linear, zeros
 from gnncore.message_passing import MessagePassing
 from gnncore.segment import segment_softmax
-from gnncore.sparse import Adjacency, apply_linear, spmm
+from gnncore.sparse import Adjacency, apply_linear, spmm, take_rows
 from gnncore.utils import (
     _check_fill_value,
     add_self_loops,
@@ -202,7 +202,7 @@ class GATConv(MessagePassing):
             loop_index, edge_attr, valid = self._self_loops(adj.edge_index, edge_attr, num_dst)
             valid = valid[:num_edges]  # old loops: masked, as on the edge_index path
             loop_logits = a_src[:num_dst] + a_dst  # [N, H]
-        logits = a_src[src] + a_dst[dst]  # [E, H]
+        logits = take_rows(a_src, src) + take_rows(a_dst, dst, indices_are_sorted=True)  # [E, H]
         if self.lin_edge is not None:
             e = self._edge_logits(edge_attr)  # [E (+ N), H]
             logits = logits + e[:num_edges]
@@ -217,7 +217,7 @@ class GATConv(MessagePassing):
             peak = jnp.maximum(peak, loop_logits)
         # Empty segments have max -inf; any finite shift works there.
         peak = jax.lax.stop_gradient(jnp.where(jnp.isfinite(peak), peak, 0.0))
-        weight = jnp.exp(logits - peak[dst])  # exp(-inf) = 0 at the masked loops
+        weight = jnp.exp(logits - take_rows(peak, dst, indices_are_sorted=True))  # 0 if masked
         total = jax.ops.segment_sum(weight, dst, num_dst, indices_are_sorted=True)
         loop_weight = None
         if loop_logits is not None:
@@ -237,7 +237,7 @@ class GATConv(MessagePassing):
         out = out / total[:, :, None]
         if not want_alpha:
             return out, None
-        alpha = weight / total[dst]
+        alpha = weight / take_rows(total, dst, indices_are_sorted=True)
         edge_index = adj.edge_index
         if loop_weight is not None:
             alpha = jnp.concatenate([alpha, loop_weight / total])

@@ -10,6 +10,7 @@ from flax import nnx
 from zoo import LAYERS, MODELS, build, sample_inputs
 
 from gnncore import Adjacency, GCNConv, Graph, SparseFeatures, segment_sum, spmm
+from gnncore.sparse import take_rows
 
 ALL = {**{f"layer:{k}": v for k, v in LAYERS.items() if k != "batch_norm"},
        **{f"model:{k}": v for k, v in MODELS.items()}}
@@ -143,6 +144,25 @@ def test_linear_aggregations_use_the_csr_kernel(name, fused):
     jaxpr = str(jax.make_jaxpr(lambda x: call(module, x, g.edge_index, g.edge_weight,
                                               g.edge_attr))(g.x))
     assert "bcsr_dot_general" not in jaxpr
+
+
+@pytest.mark.parametrize("shape", [(7,), (7, 3), (7, 2, 4)])
+@pytest.mark.parametrize("num", [0, 1, 12])
+def test_take_rows_is_indexing_with_its_gradient(shape, num):
+    """The plain gather the CSR paths use equals ``x[index]`` for in-range
+    indices (repeated, unsorted, none at all), and so does its gradient."""
+    rng = np.random.default_rng(num)
+    x = jnp.asarray(rng.normal(size=shape), jnp.float32)
+    index = jnp.asarray(rng.integers(0, shape[0], num), jnp.int32)
+    cot = jnp.asarray(rng.normal(size=(num,) + shape[1:]), jnp.float32)
+    np.testing.assert_array_equal(np.asarray(take_rows(x, index)), np.asarray(x)[np.asarray(index)])
+    ordered = jnp.sort(index)
+    np.testing.assert_array_equal(np.asarray(take_rows(x, ordered, indices_are_sorted=True)),
+                                  np.asarray(x)[np.asarray(ordered)])
+    grad = jax.grad(lambda x: jnp.sum(take_rows(x, index) * cot))(x)
+    want = np.zeros(shape, np.float32)
+    np.add.at(want, np.asarray(index), np.asarray(cot))
+    np.testing.assert_allclose(np.asarray(grad), want, atol=1e-6)
 
 
 def test_sparse_features_matmul_dense_and_validation():
