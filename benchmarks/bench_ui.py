@@ -19,7 +19,7 @@ after every script run, fragment reruns included, and with JAX, Flax and plotly
 loaded that takes ~150 ms on this machine, between every two training ticks.
 
 Prints one row per round, mode and server, then the medians and the ratio
-UI/headless (target >= 0.80).
+UI/headless (target >= 0.90, issue 18; issue 5's was 0.80).
 
 Usage (from the repository root)::
 
@@ -56,7 +56,7 @@ from explorer.workspace import Workspace  # noqa: E402
 VIEWPORT = {"width": 1500, "height": 2600}
 STEPS_PER_PLAY = 100_000  # the most the sidebar allows: Play never finishes
 TIMEOUT_MS = 120_000
-TARGET = 0.80
+TARGET = 0.90  # issue 18 (issue 5 asked for 0.80)
 
 # Records [performance.now() ms, steps] whenever the step counter changes.
 SAMPLER_JS = """() => {
