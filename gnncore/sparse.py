@@ -124,6 +124,16 @@ def take_rows(x, index, *, indices_are_sorted: bool = False):
                           mode=jax.lax.GatherScatterMode.PROMISE_IN_BOUNDS)
 
 
+def take_edge_rows(x, index, adj: Adjacency | None, *, indices_are_sorted: bool = False):
+    """``x[index]`` for a layer that takes either edge form: :func:`take_rows`
+    when the edges came as an :class:`Adjacency` (``adj``; its indices are
+    checked), else ``jnp.take``, whose out-of-range rows are NaN (an
+    ``edge_index`` is the caller's, unchecked)."""
+    if adj is None:
+        return jnp.take(x, index, axis=0)
+    return take_rows(x, index, indices_are_sorted=indices_are_sorted)
+
+
 def _row_pointers(rows: np.ndarray, n: int) -> np.ndarray:
     counts = np.bincount(rows, minlength=n) if rows.size else np.zeros(n, np.int64)
     return np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)

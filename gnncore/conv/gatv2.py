@@ -36,7 +36,7 @@ from flax import nnx
 from gnncore.inits import glorot, linear, torch_bias, zeros
 from gnncore.message_passing import MessagePassing
 from gnncore.segment import segment_softmax
-from gnncore.sparse import Adjacency, apply_linear, as_dense, spmm
+from gnncore.sparse import Adjacency, apply_linear, as_dense, spmm, take_edge_rows
 from gnncore.utils import (
     _check_fill_value,
     add_self_loops,
@@ -160,7 +160,7 @@ class GATv2Conv(MessagePassing):
                 edge_mask=valid)
         src, dst = edge_index[0], edge_index[1]
 
-        z = jnp.take(h_src, src, axis=0) + jnp.take(h_dst, dst, axis=0)  # [E', H, C]
+        z = take_edge_rows(h_src, src, adj) + take_edge_rows(h_dst, dst, adj)  # [E', H, C]
         if edge_attr is not None:
             z = z + self.lin_edge(edge_attr).reshape(-1, H, C)
         z = jax.nn.leaky_relu(z, self.negative_slope)

@@ -46,7 +46,7 @@ from flax import nnx
 from gnncore.inits import linear
 from gnncore.message_passing import MessagePassing
 from gnncore.segment import segment_softmax, segment_sum
-from gnncore.sparse import Adjacency, apply_linear, spmm
+from gnncore.sparse import Adjacency, apply_linear, spmm, take_edge_rows
 from gnncore.utils import as_edge_index
 
 __all__ = ["TransformerConv"]
@@ -132,10 +132,11 @@ class TransformerConv(MessagePassing):
             edge = edge.reshape(num_edges, H, C)
         src, dst = edge_index[0], edge_index[1]
 
-        key_j = jnp.take(key, src, axis=0)
+        key_j = take_edge_rows(key, src, adj)
         if edge is not None:
             key_j = key_j + edge
-        logits = jnp.sum(jnp.take(query, dst, axis=0) * key_j, axis=-1) / math.sqrt(C)
+        query_i = take_edge_rows(query, dst, adj, indices_are_sorted=True)
+        logits = jnp.sum(query_i * key_j, axis=-1) / math.sqrt(C)
         alpha = segment_softmax(logits, dst, num_dst, indices_are_sorted=adj is not None)
         if self.dropout is not None:
             alpha = self.dropout(alpha)
