@@ -25,7 +25,7 @@ TTL to the server, and ``--probe`` opens and closes one more tab at the end
 (the workspace holds its only reference); before the fix in
 ``explorer/engine.py`` every run was a reference cycle that waited for
 Python's rare full collection (the app turns Streamlit's per-rerun
-``gc.collect()`` off: ``.streamlit/config.toml``).
+``gc.collect()`` off: ``explorer/ui/script.py``, ``RUNNER_OPTIONS``).
 
 Every click is a ``page.mouse.click`` at the button's centre (``.st-key-t_play
 button``, ``.st-key-t_reset button``). Nothing here downloads anything:

@@ -14,9 +14,10 @@ noisy:
   ``--warmup`` s from the first point ("Steps per Play" set to 100000 first).
 
 ``--compare-gc`` adds, per round and mode, a UI run of a server started with
-``--runner.postScriptGC false``: Streamlit's default is a full ``gc.collect(2)``
-after every script run, fragment reruns included, and with JAX, Flax and plotly
-loaded that takes ~150 ms on this machine, between every two training ticks.
+``--runner.postScriptGC true``, Streamlit's default, which the app turns off
+(``explorer.ui.script.RUNNER_OPTIONS``): a full ``gc.collect(2)`` after every
+script run, fragment reruns included, and with JAX, Flax and plotly loaded that
+took ~150 ms on this machine, between every two training ticks.
 
 Prints one row per round, mode and server, then the medians and the ratio
 UI/headless (target >= 0.90, issue 18; issue 5's was 0.80).
@@ -143,7 +144,7 @@ def ui(browser, mode: str, seconds: float, warmup: float, options: list[str]) ->
 
 
 # --------------------------------------------------------------------- main
-SERVERS = {"default": [], "postScriptGC off": ["--runner.postScriptGC", "false"]}
+SERVERS = {"as shipped": [], "postScriptGC on": ["--runner.postScriptGC", "true"]}
 
 
 def main() -> None:
@@ -155,13 +156,14 @@ def main() -> None:
                         help="seconds skipped after the compile (default 2)")
     parser.add_argument("--modes", default="nnx.jit,functional")
     parser.add_argument("--compare-gc", action="store_true",
-                        help="also run the UI with --runner.postScriptGC false")
+                        help="also run the UI with --runner.postScriptGC true "
+                             "(Streamlit's default)")
     args = parser.parse_args()
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     for m in modes:
         if m not in STEPPERS:
             raise SystemExit(f"unknown mode {m!r}; choose from {', '.join(STEPPERS)}")
-    servers = list(SERVERS) if args.compare_gc else ["default"]
+    servers = list(SERVERS) if args.compare_gc else ["as shipped"]
     sync_playwright = playwright_or_exit()
 
     info = machine_info()

@@ -105,7 +105,9 @@ def interaction_waiting() -> bool:
     """Whether the browser sent a person's action (a click, a canvas event, a
     changed widget outside a fragment) that waits for the script run in
     progress. Live training asks this between steps, so a click is answered
-    after one step rather than after a whole tick.
+    after one step rather than after a whole tick. (A click waits for the run
+    in progress, and is seen here, because the app turns Streamlit's
+    ``runner.fastReruns`` off: explorer/ui/script.py.)
 
     Streamlit has no public call for this; it reads the session's pending
     rerun request (``streamlit.runtime.scriptrunner_utils.script_requests``,
@@ -132,7 +134,10 @@ def answer_due(value: bool | None = None) -> bool:
 
 def pending_action(requests) -> bool:
     """:func:`interaction_waiting` for a ``ScriptRequests`` object."""
-    if getattr(getattr(requests, "_state", None), "name", None) != "RERUN":
+    state = getattr(getattr(requests, "_state", None), "name", None)
+    if state == "STOP":
+        return True  # the tab closed, or Stop: this run ends at its next element
+    if state != "RERUN":
         return False
     data = getattr(requests, "_rerun_data", None)
     if data is None:

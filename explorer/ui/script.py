@@ -2,8 +2,52 @@
 ``gnn-jit-explorer app`` (which runs this file) when installed."""
 
 import gc
+import logging
 import os
 import sys
+
+log = logging.getLogger(__name__)
+
+#: Streamlit's runner settings the app needs. Set here, where both ways of
+#: starting the app pass, not in ``.streamlit/config.toml``, which Streamlit
+#: reads only from the directory it was started in: an installed package
+#: (``gnn-jit-explorer app``) started anywhere else would run without them.
+RUNNER_OPTIONS = {
+    # Off: a click that reruns the page waits for the run in progress to reach
+    # its next element (live training ends its tick after the step in flight:
+    # explorer.ui.common.interaction_waiting) and then runs in the same thread.
+    # On (Streamlit's default), the click started a second script thread at
+    # once, whose callbacks and page ran beside a tick still training the same
+    # run: after Pause the page showed step N while the run went on to N + 1
+    # (CI saw one Step then show N + 2), and a Step pressed mid-tick could run
+    # the model in two threads. Streamlit's docs name this race for apps that
+    # change objects held in session state. Applied even when set by hand.
+    "runner.fastReruns": False,
+    # Off: Streamlit runs a full gc.collect() after every script run, each
+    # live-training tick included; with JAX loaded that cost ~150 ms per tick
+    # and halved the UI's training throughput (benchmarks/bench_ui.py
+    # --compare-gc). Python's own generational collection still runs. A value
+    # given by hand (a flag, a config file) wins.
+    "runner.postScriptGC": False,
+}
+REQUIRED = frozenset({"runner.fastReruns"})
+
+
+def apply_runner_options() -> None:
+    """Set :data:`RUNNER_OPTIONS` in this Streamlit server. Streamlit reads them
+    at every rerun request and after every run, so what a run sets holds for
+    every request after it."""
+    from streamlit import config
+
+    for key, value in RUNNER_OPTIONS.items():
+        if config.get_option(key) == value:
+            continue
+        if config.is_manually_set(key):
+            if key not in REQUIRED:
+                continue
+            log.warning("%s=%s set by hand is overridden: the app needs %s", key,
+                        config.get_option(key), value)
+        config.set_option(key, value, where_defined="explorer.ui.script.RUNNER_OPTIONS")
 
 
 def start() -> None:
@@ -31,6 +75,7 @@ def start() -> None:
         if first:
             gc.freeze()
             gc.enable()
+    apply_runner_options()  # every run (two lookups once set)
     main()
 
 

@@ -550,6 +550,54 @@ def test_a_click_waiting_on_a_training_tick_is_seen_and_a_fragment_timer_is_not(
     # a callback's st.rerun("canvas") (no widget states: it names its fragment)
     assert pending(timer, RerunData(fragment_id_queue=["canvas"], is_fragment_scoped_rerun=True))
     assert not pending_action(None) and not pending_action(object())
+    stopped = ScriptRequests()
+    stopped.request_stop()  # the tab closed: the run ends at its next element
+    assert pending_action(stopped)
+
+
+@pytest.fixture
+def runner_options():
+    """Streamlit's runner options as Streamlit's defaults, put back afterwards."""
+    from streamlit import config
+
+    from explorer.ui.script import RUNNER_OPTIONS
+
+    saved = {key: (config.get_option(key), config.get_where_defined(key))
+             for key in RUNNER_OPTIONS}
+    for key in RUNNER_OPTIONS:
+        config.set_option(key, True, where_defined=config.ConfigOption.DEFAULT_DEFINITION)
+    yield config
+    for key, (value, where) in saved.items():
+        config.set_option(key, value, where_defined=where)
+
+
+def test_a_run_of_the_app_turns_fast_reruns_and_the_collection_after_each_run_off(
+        runner_options):
+    """With ``runner.fastReruns`` on, a click that reruns the page starts a second
+    script thread at once, beside a training tick still running in the first:
+    CI saw the page say step 315 after Pause while the run went on to 316, and
+    one Step then show 317. The app's own run turns it off (an installed
+    package reads no ``.streamlit/config.toml``)."""
+    config = runner_options
+    assert config.get_option("runner.fastReruns") and config.get_option("runner.postScriptGC")
+    app = AppTest.from_file(str(REPO / "streamlit_app.py"), default_timeout=120)
+    app.run()
+    assert not app.exception, app.exception
+    assert config.get_option("runner.fastReruns") is False
+    assert config.get_option("runner.postScriptGC") is False
+
+
+def test_runner_options_set_by_hand(runner_options):
+    """A hand-set ``postScriptGC`` (``--runner.postScriptGC true``, as
+    ``bench_ui --compare-gc`` passes) is kept; ``fastReruns`` is not negotiable."""
+    from explorer.ui.script import apply_runner_options
+
+    config = runner_options
+    for key in ("runner.fastReruns", "runner.postScriptGC"):
+        config.set_option(key, True, where_defined="command-line")
+    apply_runner_options()
+    assert config.get_option("runner.fastReruns") is False
+    assert config.get_option("runner.postScriptGC") is True
 
 
 def test_an_unlabelled_drawing_shows_why_it_has_nothing_to_learn(at):
