@@ -27,10 +27,11 @@ from explorer.lessons import rehearsal  # noqa: E402
 
 # JAX's persistent compilation cache, as the app uses it, in a directory of this
 # test session's own (never the user's ~/.cache): the first compile of a program
-# is cold, as on a new machine; the same program compiled again by a later test
-# (or by the app server a browser test starts) is read back. Each xdist worker
-# has a directory of its own: tests that check what a lesson wrote to the cache
-# must not see the other worker's compiles (one did, under load).
+# is cold, as on a new machine; the same program compiled again by a later test,
+# by the other xdist worker (JAX's cache key includes the directory, so only a
+# shared one answers across workers) or by the app server a browser test starts
+# is read back. Tests that check what a lesson compiles count this process's
+# cache misses, not the directory's files, which the other worker also writes.
 _ROOT = "EXPLORER_TEST_CACHE_ROOT"  # set by the session's first process that gets here
 if compile_cache.ENV not in os.environ or _ROOT in os.environ:
     _root = os.environ.get(_ROOT)
@@ -42,7 +43,7 @@ if compile_cache.ENV not in os.environ or _ROOT in os.environ:
         _root = tempfile.mkdtemp(prefix="explorer-test-jax-cache-")
         atexit.register(shutil.rmtree, _root, ignore_errors=True)
         os.environ[_ROOT] = _root
-    _cache = Path(_root) / os.environ.get("PYTEST_XDIST_WORKER", "main")
+    _cache = Path(_root) / "jax"
     _cache.mkdir(exist_ok=True)
     os.environ[compile_cache.ENV] = str(_cache)
 compile_cache.enable()
