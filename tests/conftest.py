@@ -89,19 +89,35 @@ SHARED_DATASETS = REPO.parent / "shared" / "datasets"
 def xla_compiles(action) -> int:
     """How many XLA compilations ``action()`` caused (JAX's own monitoring
     events; a program read back from the compilation cache is not one)."""
-    import jax
+    return _jax_events(action, "/jax/core/compile/backend_compile_duration", timed=True)
+
+
+def cache_misses(action) -> int:
+    """How many compiles in this process ``action()`` looked up in the
+    compilation cache without finding them (the workers share one cache
+    directory, so its listing also grows with the other worker's compiles)."""
+    return _jax_events(action, "/jax/compilation_cache/cache_misses", timed=False)
+
+
+def _jax_events(action, name: str, *, timed: bool) -> int:
+    """How many of JAX's monitoring events ``name`` ``action()`` recorded."""
+    from jax import monitoring
 
     events = []
 
-    def listen(event, duration, **kwargs):
-        if event == "/jax/core/compile/backend_compile_duration":
-            events.append(duration)
+    def listen(event, *args, **kwargs):
+        if event == name:
+            events.append(event)
 
-    jax.monitoring.register_event_duration_secs_listener(listen)
+    register, unregister = ((monitoring.register_event_duration_secs_listener,
+                             monitoring.unregister_event_duration_listener) if timed else
+                            (monitoring.register_event_listener,
+                             monitoring.unregister_event_listener))
+    register(listen)
     try:
         action()
     finally:
-        jax.monitoring.unregister_event_duration_listener(listen)
+        unregister(listen)
     return len(events)
 
 

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import cache_misses
 from streamlit.testing.v1 import AppTest
 
 from explorer import compile_cache
@@ -126,26 +127,6 @@ def test_the_fingerprint_follows_the_settings(monkeypatch):
     assert rehearsal.fingerprint() != before
 
 
-def _cache_misses(action) -> int:
-    """How many compiles in this process ``action()`` looked up in the
-    compilation cache without finding them (the suite's workers share one cache
-    directory, so its listing also grows with the other worker's compiles)."""
-    import jax
-
-    misses = []
-
-    def listen(event, **kwargs):
-        if event == "/jax/compilation_cache/cache_misses":
-            misses.append(event)
-
-    jax.monitoring.register_event_listener(listen)
-    try:
-        action()
-    finally:
-        jax.monitoring.unregister_event_listener(listen)
-    return len(misses)
-
-
 def test_a_lesson_the_process_rehearsed_opens_with_its_programs_compiled():
     assert not rehearsal.wanted()  # the suite's default: the page starts no process itself
     at = AppTest.from_file(str(REPO / "streamlit_app.py"), default_timeout=300)
@@ -159,7 +140,7 @@ def test_a_lesson_the_process_rehearsed_opens_with_its_programs_compiled():
     assert rehearsal.Rehearsal(keys=["timing-first-call"]).thread is None  # marked: once
     clicks = [lambda: at.button(key="l_next").click().run(),
               lambda: at.button(key="l_fix").click().run()]
-    assert [_cache_misses(click) for click in clicks] == [0, 0], \
+    assert [cache_misses(click) for click in clicks] == [0, 0], \
         "a rehearsed lesson still compiled something new"
     assert not at.exception, at.exception
     results = at.session_state["lesson_results"]
