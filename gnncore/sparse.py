@@ -26,7 +26,6 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.experimental import sparse as jsparse
 
 from gnncore.xla import REDUCTIONS_IN_XLA
 
@@ -140,6 +139,11 @@ def _row_pointers(rows: np.ndarray, n: int) -> np.ndarray:
 
 
 def _csr_matmul(values, cols, indptr, shape, h2):
+    # imported here, at the first trace of a product: jax.experimental.sparse
+    # brings scipy.sparse with it (about 0.2 s), which a process that never
+    # aggregates (the app's first page, the CLI's --help) need not pay
+    from jax.experimental import sparse as jsparse
+
     return jsparse.BCSR((values, cols, indptr), shape=shape, indices_sorted=True) @ h2
 
 

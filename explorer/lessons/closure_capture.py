@@ -8,7 +8,7 @@ from flax import nnx
 
 from explorer.lessons.base import Lesson, Outcome
 from explorer.lessons.common import error_text, loss_outcome
-from explorer.lessons.module_inside_jit import X, Y, loss_fn
+from explorer.lessons.module_inside_jit import data, loss_fn
 
 STEPS = 5
 
@@ -28,13 +28,13 @@ def _pitfall(lesson, run):
     model, optimizer = _setup()
     captured = jax.jit(lambda x, y: _train_step(model, optimizer, x, y))  # a closure
     try:
-        captured(X, Y)
+        captured(*data())
         error = "no error"
     except ValueError as err:
         error = error_text(err).split(", got ")[0] + "."  # the rest is a repr of the node
     model, optimizer = _setup()
     passed = jax.jit(_train_step)  # passed as arguments: no error, and nothing learned
-    losses = tuple(float(passed(model, optimizer, X, Y)) for _ in range(STEPS))
+    losses = tuple(float(passed(model, optimizer, *data())) for _ in range(STEPS))
     return Outcome(
         "captured by closure (loud) / passed to jax.jit (silent)", "ValueError", False,
         "Captured by the jitted function's closure, the model is a graph node of another "
@@ -52,7 +52,7 @@ def _pitfall(lesson, run):
 def _fix(lesson, run):
     model, optimizer = _setup()
     step = nnx.jit(_train_step)
-    losses = tuple(float(step(model, optimizer, X, Y)) for _ in range(STEPS))
+    losses = tuple(float(step(model, optimizer, *data())) for _ in range(STEPS))
     return loss_outcome(
         "passed as arguments to nnx.jit", losses,
         "Passed as arguments to nnx.jit, model and optimizer go into the trace and their "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 
 import jax
@@ -14,14 +15,22 @@ from explorer.lessons.common import ROUNDS, Timing
 
 K = 64  # training steps per timed block (and per scan)
 LR = 0.05
-_RNG = np.random.default_rng(0)
-X = jnp.asarray(_RNG.normal(size=(64, 8)), jnp.float32)
-Y = jnp.asarray(X @ _RNG.normal(size=(8, 1)), jnp.float32)
 WIDTHS = (8, *[16] * 7, 1)  # a small MLP: 8 layers, 16 parameter arrays
-PARAMS = {name: value for i, (a, b) in enumerate(zip(WIDTHS, WIDTHS[1:]))
-          for name, value in ((f"w{i}", jnp.asarray(_RNG.normal(size=(a, b)) * 0.3,
-                                                      jnp.float32)),
-                              (f"b{i}", jnp.zeros(b, jnp.float32)))}
+
+
+@functools.cache
+def data() -> tuple:
+    """``(x, y, params)``, made on the lesson's first run: JAX arrays made at
+    import would start JAX's backend while the app imports its lessons, before
+    its first page is drawn."""
+    rng = np.random.default_rng(0)
+    x = jnp.asarray(rng.normal(size=(64, 8)), jnp.float32)
+    y = jnp.asarray(x @ rng.normal(size=(8, 1)), jnp.float32)
+    params = {name: value for i, (a, b) in enumerate(zip(WIDTHS, WIDTHS[1:]))
+              for name, value in ((f"w{i}", jnp.asarray(rng.normal(size=(a, b)) * 0.3,
+                                                          jnp.float32)),
+                                  (f"b{i}", jnp.zeros(b, jnp.float32)))}
+    return x, y, params
 
 
 def loss_fn(p, x, y):
@@ -59,24 +68,25 @@ def scanned(p, x, y):
 
 def _measure(lesson: Lesson, rounds: int = ROUNDS) -> dict:
     """ms per training step of each way, ``K`` steps per block, in rounds."""
-    ways = {"tiny jitted calls": lambda p: _loop(tiny_step, p),
-            "one jitted step": lambda p: _loop(one_step, p),
-            f"{K} steps in one lax.scan": lambda p: scanned(p, X, Y)}
+    x, y, params = data()
+    ways = {"tiny jitted calls": lambda p: _loop(tiny_step, p, x, y),
+            "one jitted step": lambda p: _loop(one_step, p, x, y),
+            f"{K} steps in one lax.scan": lambda p: scanned(p, x, y)}
     for run in ways.values():  # compile outside the measurement
-        jax.block_until_ready(run(PARAMS))
+        jax.block_until_ready(run(params))
     per_round = {name: [] for name in ways}
     for _ in range(rounds):
         for name, run in ways.items():
             start = time.perf_counter()
-            jax.block_until_ready(run(PARAMS))
+            jax.block_until_ready(run(params))
             per_round[name].append(1e3 * (time.perf_counter() - start) / K)
-    final = {name: float(loss_fn(run(PARAMS), X, Y)) for name, run in ways.items()}
+    final = {name: float(loss_fn(run(params), x, y)) for name, run in ways.items()}
     return {"times": {n: Timing.of(v) for n, v in per_round.items()}, "loss": final}
 
 
-def _loop(step, p):
+def _loop(step, p, x, y):
     for _ in range(K):
-        p = step(p, X, Y)
+        p = step(p, x, y)
     return p
 
 

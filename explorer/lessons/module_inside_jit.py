@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import jax.numpy as jnp
 import numpy as np
 import optax
@@ -11,9 +13,15 @@ from explorer.lessons.base import Lesson, Outcome
 from explorer.lessons.common import loss_outcome
 
 STEPS = 6
-_RNG = np.random.default_rng(0)
-X = jnp.asarray(_RNG.normal(size=(32, 4)), jnp.float32)
-Y = jnp.asarray(X @ _RNG.normal(size=(4, 1)), jnp.float32)
+
+
+@functools.cache
+def data() -> tuple:
+    """``(x, y)``, made on the lesson's first run, not at import (JAX arrays made
+    at import would start JAX's backend before the app's first page is drawn)."""
+    rng = np.random.default_rng(0)
+    x = jnp.asarray(rng.normal(size=(32, 4)), jnp.float32)
+    return x, jnp.asarray(x @ rng.normal(size=(4, 1)), jnp.float32)
 
 
 def loss_fn(model, x, y):
@@ -29,7 +37,8 @@ def _pitfall(lesson, run):
         optimizer.update(model, grads)  # trains a model that is dropped on return
         return loss
 
-    losses = tuple(float(train_step(X, Y)) for _ in range(STEPS))
+    x, y = data()
+    losses = tuple(float(train_step(x, y)) for _ in range(STEPS))
     return Outcome(
         "the model built inside nnx.jit", "NOTHING LEARNED", False,
         f"The loss reads {losses[0]:.6f} at every one of {STEPS} calls: each call builds a "
@@ -51,7 +60,8 @@ def _fix(lesson, run):
         optimizer.update(model, grads)
         return loss
 
-    losses = tuple(float(train_step(model, optimizer, X, Y)) for _ in range(STEPS))
+    x, y = data()
+    losses = tuple(float(train_step(model, optimizer, x, y)) for _ in range(STEPS))
     return loss_outcome(
         "the model built once, passed in", losses,
         "Built once outside and passed to the step, the same model keeps its updates",

@@ -9,8 +9,13 @@ from jax import lax
 from explorer.lessons.base import Lesson, Outcome
 from explorer.lessons.common import error_text
 
-INPUTS = {"positive sum": jnp.array([1.0, 2.0, -0.5]),
-          "negative sum": jnp.array([-1.0, -2.0, 0.5])}
+#: the two inputs, as plain numbers: JAX arrays made at import would start
+#: JAX's backend while the app imports its lessons, before its first page
+INPUTS = {"positive sum": (1.0, 2.0, -0.5), "negative sum": (-1.0, -2.0, 0.5)}
+
+
+def _inputs() -> dict:
+    return {name: jnp.array(values) for name, values in INPUTS.items()}
 
 
 def clip_or_double(x):
@@ -22,9 +27,9 @@ def clip_or_double(x):
 
 def _pitfall(lesson, run):
     try:
-        jax.jit(clip_or_double)(INPUTS["positive sum"])
+        jax.jit(clip_or_double)(jnp.array(INPUTS["positive sum"]))
     except jax.errors.TracerBoolConversionError as err:
-        eager = {name: clip_or_double(x).tolist() for name, x in INPUTS.items()}
+        eager = {name: clip_or_double(x).tolist() for name, x in _inputs().items()}
         return Outcome(
             "if x.sum() > 0 under jax.jit", type(err).__name__, False,
             "Under jax.jit, x is a tracer: it has a shape and a dtype but no values, so "
@@ -50,7 +55,7 @@ def with_cond(x):
 def _fix(lesson, run):
     rows = []
     same = True
-    for name, x in INPUTS.items():
+    for name, x in _inputs().items():
         eager, where, cond = clip_or_double(x), with_where(x), with_cond(x)
         same &= bool(jnp.array_equal(eager, where) and jnp.array_equal(eager, cond))
         rows.append({"input": name, "eager": str(eager.tolist()),

@@ -9,7 +9,7 @@ import numpy as np
 
 from explorer import compile_cache
 from explorer.lessons.base import Lesson, Outcome
-from explorer.lessons.loop_of_tiny_jits import PARAMS, X, Y, loss_fn
+from explorer.lessons.loop_of_tiny_jits import data, loss_fn
 
 CALLS = 10
 
@@ -23,11 +23,12 @@ def _measure(lesson: Lesson, rounds: int = 1) -> dict:
         grads = jax.grad(loss_fn)(p, x, y)
         return jax.tree.map(lambda w, g: w - 0.05 * g, p, grads)
 
-    times, p = [], PARAMS
+    x, y, p = data()
+    times = []
     hits = compile_cache.hits()
     for _ in range(CALLS):
         start = time.perf_counter()
-        p = jax.block_until_ready(step(p, X, Y))
+        p = jax.block_until_ready(step(p, x, y))
         times.append(1e3 * (time.perf_counter() - start))
     # the app's compilation cache may hold this program (from an earlier run): then
     # the first call traces and reads it back instead of compiling; say which

@@ -70,5 +70,9 @@ def graph_canvas(data: dict, *, key: str, on_events) -> dict | None:
     this rerun, if any."""
     with st.container(gap=None):  # the loader takes no room
         _cytoscape()(key=f"{key}_cytoscape")
-        result = _component()(data=data, key=key, on_events_change=on_events, height=HEIGHT)
+        # wrapped in a list: Streamlit checks each value of a dict it is given
+        # for a dataframe, and that check imports pandas and pyarrow (about
+        # 0.4 s of a new server's first page, which shows no table)
+        result = _component()(data=[data], key=key, on_events_change=on_events,
+                              height=HEIGHT)
     return getattr(result, "events", None)

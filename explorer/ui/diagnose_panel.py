@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import math
 
-import pandas as pd
 import streamlit as st
 
 from explorer import plots
 from explorer.engine import STEPPERS
-from explorer.ui.common import verdict_banner
+from explorer.ui.common import data_frame, verdict_banner
 from explorer.workspace import Workspace
 
 _S = st.session_state
@@ -86,7 +85,7 @@ def _audit(ws: Workspace) -> None:
                "variable of the model and the optimizer.")
     rows = [{"variable": c.path, "kind": c.kind, "changed": "yes" if c.changed else "NO",
              "‖Δ‖/‖θ‖": c.relative_change} for c in report.changes]
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch",
+    st.dataframe(data_frame(rows), hide_index=True, width="stretch",
                  column_config={"‖Δ‖/‖θ‖": st.column_config.NumberColumn(format="%.3g")})
 
 
@@ -186,7 +185,7 @@ def _race(ws: Workspace) -> None:
     curves = {e.label: list(e.losses) for e in result}
     st.plotly_chart(plots.race_figure(curves), key="d_race_chart",
                     config={"displaylogo": False})
-    table = pd.DataFrame([{
+    table = data_frame([{
         "mode": e.label, "trace + lower (s)": _fmt(e.trace_lower_s),
         "XLA compile (s)": _fmt(e.compile_s), "first call (s)": _fmt(e.first_call_s),
         "median step (ms)": _fmt(e.median_step_ms), "peak memory": _bytes(e.peak_bytes),
@@ -237,7 +236,7 @@ def _devices(ws: Workspace) -> None:
                + f". An array split along 'data' keeps 1/{mesh.size} of its rows on each "
                "device; P() is a whole copy on each.")
     rows = run.layout()
-    st.dataframe(pd.DataFrame([{
+    st.dataframe(data_frame([{
         "array": r["name"], "shape": " × ".join(map(str, r["shape"])) or "scalar",
         "sharding": r["spec"], "per device": " × ".join(map(str, r["shard"])) or "scalar",
         "bytes per device": _bytes(r["bytes_per_device"])} for r in rows]),

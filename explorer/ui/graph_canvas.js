@@ -466,7 +466,9 @@ function whenCytoscape() {
 }
 
 export default function (component) {
-  const { data, parentElement, setTriggerValue } = component;
+  const { parentElement, setTriggerValue } = component;
+  // canvas.py sends the payload as the one item of a list (see there)
+  const data = Array.isArray(component.data) ? component.data[0] : component.data;
   if (!globalThis.cytoscape) {
     let cleanup = null;
     let gone = false;

@@ -7,7 +7,6 @@ import functools
 from collections.abc import Sequence
 
 import numpy as np
-import pandas as pd
 import streamlit as st
 
 from explorer import canvas, plots
@@ -16,7 +15,15 @@ from explorer.engine import task_for
 from explorer.graphio import FORMATS, MAX_LABEL, GraphFileError
 from explorer.sources import GRAPH_TASKS, PRESETS
 from explorer.ui.canvas import graph_canvas
-from explorer.ui.common import answer_due, attempt, classroom, plain, set_error, show_error
+from explorer.ui.common import (
+    answer_due,
+    attempt,
+    classroom,
+    data_frame,
+    plain,
+    set_error,
+    show_error,
+)
 from explorer.workspace import Workspace
 
 COLOUR_BY = ("label", "prediction", "embedding")
@@ -276,7 +283,7 @@ def _edge_table(ws: Workspace) -> None:
         st.caption(f"{len(d.edges)} edges: too many to edit as a table.")
         return
     current = [(d.names[u], d.names[v]) for u, v in d.edges]
-    table = pd.DataFrame(current, columns=["source", "target"], dtype=object)
+    table = data_frame(current, columns=["source", "target"], dtype=object)
     names = list(d.names)
     edited = st.data_editor(
         table, key=f"g_edges_{ws.revision}", num_rows="dynamic", hide_index=True,
@@ -316,7 +323,7 @@ def _show_sample(ws: Workspace, key: str) -> None:
 
 
 def _predictions(rows: list[dict]) -> None:
-    table = pd.DataFrame(rows)
+    table = data_frame(rows)
     if table.empty:
         return
     for split in ("train", "val", "test"):

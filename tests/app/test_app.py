@@ -52,6 +52,38 @@ def test_app_starts_with_every_panel(at):
     assert not at.error
 
 
+def test_the_first_page_imports_no_table_or_scipy_code_and_starts_no_backend():
+    """A new server's first run imports the app before it draws anything, and
+    the page is drawn before the model is built. Left out of that import:
+    pandas and pyarrow (0.4 s; no table is on the first page), scipy (0.2 s,
+    through jax.experimental.sparse: the CSR product imports it when it first
+    traces) and JAX's backend (0.3 s; lessons make their arrays when they
+    run). In a fresh process: this one has them all."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\n"
+        "import streamlit, explorer.ui.app\n"
+        "from jax._src import xla_bridge\n"
+        "HEAVY = ('pandas', 'pyarrow', 'scipy', 'jax.experimental.sparse')\n"
+        "print('import', [m for m in HEAVY if m in sys.modules],\n"
+        "      xla_bridge.backends_are_initialized())\n"
+        "from streamlit.testing.v1 import AppTest\n"
+        "at = AppTest.from_file('streamlit_app.py', default_timeout=120).run()\n"
+        "assert not at.exception, at.exception\n"
+        "assert at.session_state['workspace'].run is not None\n"
+        "print('page', [m for m in HEAVY[:2] if m in sys.modules], flush=True)\n"
+        # the app compiles the step in a background thread after the page: an
+        # interpreter exit in the middle of it can abort; this probe is done
+        "import os; os._exit(0)\n")
+    out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True,
+                         text=True, timeout=180)
+    assert out.returncode == 0, out.stderr[-3000:]
+    # the page, the canvas included, and the model built after it: still no table code
+    assert out.stdout.split("\n")[:2] == ["import [] False", "page []"], out.stdout
+
+
 def test_choosing_a_preset_replaces_the_graph(at):
     at.selectbox(key="g_preset").set_value("petersen").run()
     _ok(at)
