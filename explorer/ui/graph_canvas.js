@@ -467,8 +467,7 @@ function whenCytoscape() {
 
 export default function (component) {
   const { parentElement, setTriggerValue } = component;
-  // canvas.py sends the payload as the one item of a list (see there)
-  const data = Array.isArray(component.data) ? component.data[0] : component.data;
+  const [data] = component.data || [];  // canvas.py sends the payload as a list's one item
   if (!globalThis.cytoscape) {
     let cleanup = null;
     let gone = false;
