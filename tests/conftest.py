@@ -1,5 +1,6 @@
 """Shared test settings: CPU only, fast compiles, shared-dataset location."""
 
+import gc
 import os
 from pathlib import Path
 
@@ -14,11 +15,16 @@ os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
 # For the same reason, XLA's older CPU code generator for fused loops: it
 # compiled the test programs about 40 % faster than the default fusion
 # emitters (tests/gnncore/test_sparse.py: 217 s -> 145 s on 2 cores), with the
-# same results. Subprocesses that set their own XLA_FLAGS keep it through
-# xla_flags(); app_environ(as_users_run_it=True) drops it, with the optimisations.
-FAST_COMPILE_FLAG = "--xla_cpu_use_fusion_emitters=false"
-if "xla_cpu_use_fusion_emitters" not in os.environ.get("XLA_FLAGS", ""):
-    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {FAST_COMPILE_FLAG}".strip()
+# same results. And one LLVM module per program, not several compiled on
+# parallel threads: on 2 cores, with two workers, the threads only add their
+# overhead (test_sparse.py and test_dense_reference.py, alone: 102.6 -> 89.1
+# CPU-s). Subprocesses that set their own XLA_FLAGS keep both through
+# xla_flags(); app_environ(as_users_run_it=True) drops them, with the optimisations.
+FAST_COMPILE_FLAGS = ("--xla_cpu_use_fusion_emitters=false",
+                      "--xla_cpu_parallel_codegen_split_count=1")
+for _flag in FAST_COMPILE_FLAGS:
+    if _flag.split("=")[0] not in os.environ.get("XLA_FLAGS", ""):
+        os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_flag}".strip()
 
 import pytest  # noqa: E402
 
@@ -74,7 +80,7 @@ def app_environ(*, as_users_run_it: bool = False, **extra: str) -> dict[str, str
     if not as_users_run_it:
         return env
     env.pop("JAX_DISABLE_MOST_OPTIMIZATIONS", None)
-    flags = [f for f in env.get("XLA_FLAGS", "").split() if f != FAST_COMPILE_FLAG]
+    flags = [f for f in env.get("XLA_FLAGS", "").split() if f not in FAST_COMPILE_FLAGS]
     if flags:
         env["XLA_FLAGS"] = " ".join(flags)
     else:
@@ -184,3 +190,19 @@ def pytest_collection_modifyitems(config, items):
         return rank.get(name, len(rank))
 
     items.sort(key=file_rank)
+
+
+def pytest_collection_finish(session):
+    """Set aside for good what importing JAX, Flax, Streamlit and the test
+    modules made (``gc.freeze``): Python's full collections, which ran about 50
+    times a worker, then no longer walk those objects again each time (they
+    took 17-27 s a worker in a full run; the objects live to the end anyway)."""
+    gc.collect()
+    gc.freeze()
+
+
+def pytest_sessionfinish(session):
+    """The same for everything still alive at the end: pytest's last sweep for
+    unraisable exceptions (five full collections) then skips what the session
+    made; about 4 s a worker with JAX's caches full."""
+    gc.freeze()

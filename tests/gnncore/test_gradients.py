@@ -25,7 +25,7 @@ def test_every_parameter_gets_a_finite_nonzero_gradient(name):
             probe = jnp.asarray(np.random.default_rng(1).normal(size=out.shape), out.dtype)
         return jnp.sum(out * probe)
 
-    grads = nnx.grad(loss_fn)(module)
+    grads = nnx.jit(nnx.grad(loss_fn))(module)
     flat = nnx.to_flat_state(grads)
     assert flat, "no parameters found"
     for path, var in flat:
