@@ -275,20 +275,25 @@ class AppServer:
     """``streamlit run streamlit_app.py`` (plus ``options``) on a free port of
     127.0.0.1, as users run it; its log goes to a temporary file (its tail is
     printed if it fails). ``started`` is the ``perf_counter`` time just before
-    the process was created."""
+    the process was created. ``script``: another page to serve (a benchmark's
+    own), run from the repository root with the repository importable."""
 
-    def __init__(self, options: list[str] = (), *, name: str = "bench"):
+    def __init__(self, options: list[str] = (), *, name: str = "bench",
+                 script: str | Path = "streamlit_app.py"):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         fd, path = tempfile.mkstemp(prefix=f"{name}_", suffix=".log")
         os.close(fd)
         self.log = Path(path)
-        cmd = [sys.executable, "-m", "streamlit", "run", "streamlit_app.py",
+        cmd = [sys.executable, "-m", "streamlit", "run", str(script),
                "--server.headless", "true", "--server.address", "127.0.0.1",
                "--server.port", str(self.port), "--browser.gatherUsageStats", "false",
                "--server.fileWatcherType", "none", *options]
         env = dict(os.environ, JAX_PLATFORMS="cpu")
         env.pop("JAX_DISABLE_MOST_OPTIMIZATIONS", None)  # the app as users run it
+        if str(script) != "streamlit_app.py":
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO),
+                                                              env.get("PYTHONPATH")]))
         with open(self.log, "w") as out:
             self.started = time.perf_counter()
             self.proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out,

@@ -127,6 +127,15 @@ def _jax_events(action, name: str, *, timed: bool) -> int:
     return len(events)
 
 
+def svg_charts(at) -> list[str]:
+    """The SVG markup of every chart an AppTest page draws with
+    ``explorer.ui.common.svg_chart`` (the train panel's, a lesson's)."""
+    import json
+
+    return [json.loads(c.proto.json)[0] for c in at.get("bidi_component")
+            if c.proto.component_name == "gnn_explorer.svg"]
+
+
 @pytest.fixture
 def cora_path():
     path = SHARED_DATASETS / "cora.npz"

@@ -16,6 +16,7 @@ import streamlit as st
 from explorer import linechart, plots
 from explorer.config import RunConfig
 from explorer.lessons import LESSONS, Lesson, Outcome, find, rehearsal
+from explorer.ui.common import svg_chart
 from explorer.workspace import Workspace
 
 _S = st.session_state
@@ -134,9 +135,9 @@ def _outcome(outcome: Outcome, side: str, y_range=None) -> None:
         # SVG, like the train panel's: a lesson opened from a class link needs no
         # chart code in the browser (explorer/linechart.py)
         with st.container(key=f"l_{side}_loss"):
-            st.markdown(linechart.loss_chart(steps, outcome.losses, height=220,
-                                             y_range=y_range, title=f"Training loss ({side})"),
-                        unsafe_allow_html=True)
+            svg_chart(linechart.loss_chart(steps, outcome.losses, height=220,
+                                           y_range=y_range, title=f"Training loss ({side})"),
+                      key=f"l_{side}_loss_svg")
     if outcome.rows:
         st.dataframe(list(outcome.rows), hide_index=True, key=f"l_{side}_rows")
     if outcome.code:

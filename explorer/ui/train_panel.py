@@ -23,7 +23,13 @@ from explorer import linechart
 from explorer.config import LIMITS
 from explorer.engine import STEPPERS
 from explorer.export import script_for
-from explorer.ui.common import answer_due, interaction_waiting, plain, verdict_banner
+from explorer.ui.common import (
+    answer_due,
+    interaction_waiting,
+    plain,
+    svg_chart,
+    verdict_banner,
+)
 from explorer.workspace import Workspace
 
 
@@ -172,7 +178,7 @@ def _live(ws: Workspace, token: int) -> None:
     # the first page is up (explorer/linechart.py)
     for key, svg in (("t_loss", loss), ("t_acc", acc)):
         with st.container(key=key):
-            st.markdown(svg, unsafe_allow_html=True)
+            svg_chart(svg, key=f"{key}_svg")
 
 
 def chart_figures(ws: Workspace, cache: dict, now: float) -> tuple[str, str]:

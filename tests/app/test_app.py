@@ -5,7 +5,7 @@ reaches the engine, and model edits start new runs."""
 import re
 
 import pytest
-from conftest import REPO
+from conftest import REPO, svg_charts
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 from streamlit.testing.v1 import AppTest
 
@@ -482,7 +482,7 @@ def _points(svg: str) -> int:
 
 def _chart(at, title: str) -> str:
     """The SVG of the train panel's chart titled ``title``."""
-    return next(m.value for m in at.markdown if f"aria-label='{title}'" in m.value)
+    return next(svg for svg in svg_charts(at) if f"aria-label='{title}'" in svg)
 
 
 # ------------------------------------------------------- empty splits

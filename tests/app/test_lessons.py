@@ -7,7 +7,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import REPO
+from conftest import REPO, svg_charts
 from streamlit.testing.v1 import AppTest
 
 from explorer import lessons, links
@@ -161,8 +161,7 @@ def test_each_lesson_shows_its_symptom_then_the_fix_side_by_side(lesson):
     assert at.query_params["lesson"] == lesson.key
     _check_measurements(lesson.key, pitfall, fix, at.session_state["workspace"])
     for side, outcome in (("pitfall", pitfall), ("fix", fix)):  # the SVG loss charts
-        charts = [m.value for m in at.markdown
-                  if f"aria-label='Training loss ({side})'" in m.value]
+        charts = [svg for svg in svg_charts(at) if f"aria-label='Training loss ({side})'" in svg]
         if outcome.losses and not outcome.matrix:
             (svg,) = charts
             assert f"data-points='{len(outcome.losses)}'" in svg
