@@ -1,5 +1,8 @@
 import sys
 
-from explorer.cli import main
+from explorer.startup import without_ipython
+
+with without_ipython():  # Flax's question needs no IPython here (explorer/startup.py)
+    from explorer.cli import main
 
 sys.exit(main())

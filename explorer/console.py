@@ -28,8 +28,10 @@ def main(argv=None) -> int:
         script = Path(__file__).resolve().parent / "ui" / "script.py"
         return subprocess.call([sys.executable, "-m", "streamlit", "run", str(script),
                                 *argv[1:]])
-    from explorer.cli import main as cli
+    from explorer.startup import without_ipython
 
+    with without_ipython():  # Flax's question needs no IPython here
+        from explorer.cli import main as cli
     return cli(argv)
 
 

@@ -55,11 +55,11 @@ def _svg_component():
 def svg_chart(svg: str, *, key: str) -> None:
     """Draw a chart from :mod:`explorer.linechart`. Markdown with
     ``unsafe_allow_html`` turned every node of the drawing into a React element
-    on every redraw (two train-panel charts of 100 steps: about 110 ms of a
-    2-core machine's browser a redraw, against about 45 ms this way, layout
-    included), and ``st.html`` keeps no SVG (its sanitiser allows HTML only).
-    The markup goes as a list's one item: Streamlit checks a dict's values for
-    dataframes, which imports pandas."""
+    on every redraw: a redraw of the train panel's two charts at 100 steps cost
+    a 2-core machine's browser 174 ms that way and 102 ms this way, the page's
+    own rerun included (``benchmarks/bench_redraw.py``). ``st.html`` keeps no
+    SVG (its sanitiser allows HTML only). The markup goes as a list's one item:
+    Streamlit checks a dict's values for dataframes, which imports pandas."""
     _svg_component()(data=[svg], key=key)
 
 

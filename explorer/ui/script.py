@@ -64,13 +64,16 @@ def start() -> None:
         # server anyway).
         gc.disable()
     try:
-        from explorer import compile_cache
+        from explorer.startup import without_ipython
 
-        # a program compiled once (any session, any lesson, an earlier server run) is
-        # read back from disk instead of compiled again; EXPLORER_COMPILATION_CACHE=off
-        # turns it off (explorer/compile_cache.py)
-        compile_cache.enable()
-        from explorer.ui.app import main
+        with without_ipython():  # Flax's question needs no IPython here
+            from explorer import compile_cache
+
+            # a program compiled once (any session, any lesson, an earlier server run)
+            # is read back from disk instead of compiled again;
+            # EXPLORER_COMPILATION_CACHE=off turns it off (explorer/compile_cache.py)
+            compile_cache.enable()
+            from explorer.ui.app import main
     finally:
         if first:
             gc.freeze()
