@@ -1,10 +1,11 @@
 """What the app's and the CLI's processes do before they import JAX and Flax.
 
 Flax (``flax.nnx.reprlib``) imports IPython at import time when it is installed,
-only to ask whether an IPython shell is running; it is in many JAX users'
-environments (Jupyter), and the import took 0.19-0.28 s of every start here
-(``python -X importtime``), in front of the app's first page. A process that
-is not inside IPython gets the same answer without it.
+only to ask whether an IPython shell is running. IPython is in many JAX users'
+environments (Jupyter) and brings prompt_toolkit, jedi and pygments with it:
+``import streamlit, explorer.ui.app`` took 2.48 s with it and 1.95 s without
+(medians of five, benchmarks/RESULTS.md), in front of the app's first page. A
+process that is not inside IPython gets the same answer without it.
 """
 
 from __future__ import annotations
