@@ -151,34 +151,34 @@ def cora_path():
 # long for the other at the end. By default xdist orders files by their number
 # of tests, which ran both browser files (100 s each) last on one worker while
 # the other stood idle for a minute. Seconds per file on 2 cores, from
-# ``pytest -v --durations=0`` (three runs, mean); files not listed (each under
-# 12 s) follow, in collection order.
+# ``pytest -v --durations=0`` (one run on 2026-12-06, a fresh clone: 463 s);
+# files not listed (each under 11 s) follow, in collection order.
 LONGEST_FILES = (
-    "app/test_browser_canvas.py",  # 107
-    "app/test_browser.py",  # 97
-    "explorer/test_engine.py",  # 54
-    "gnncore/test_sparse.py",  # 52
-    "app/test_lessons.py",  # 46
-    "explorer/test_graph_task.py",  # 37
-    "explorer/test_devices.py",  # 35
-    "explorer/test_workspace.py",  # 34
-    "app/test_app.py",  # 32
-    "explorer/test_export.py",  # 29
-    "explorer/test_memory.py",  # 27
-    "gnncore/test_batch.py",  # 27
-    "gnncore/test_dense_reference.py",  # 25
+    "app/test_browser_canvas.py",  # 121
+    "app/test_browser.py",  # 109
+    "app/test_app.py",  # 56
+    "explorer/test_engine.py",  # 47
+    "gnncore/test_sparse.py",  # 45
+    "explorer/test_export.py",  # 33
+    "gnncore/test_dense_reference.py",  # 28
+    "explorer/test_workspace.py",  # 28
+    "explorer/test_compile_cache.py",  # 28
+    "explorer/test_graph_task.py",  # 28
+    "app/test_lessons.py",  # 25
     "gnncore/test_jit.py",  # 23
+    "explorer/test_memory.py",  # 23
+    "explorer/test_devices.py",  # 22
     "gnncore/test_jraphx_diff.py",  # 21
-    "gnncore/test_layers.py",  # 20
-    "explorer/test_compile_cache.py",  # 19
-    "app/test_browser_devices.py",  # 19
-    "explorer/test_check.py",  # 17
-    "app/test_lesson_rehearsal.py",  # 17
-    "gnncore/test_conv_attention.py",  # 16
-    "gnncore/test_gradients.py",  # 15
-    "explorer/test_cli.py",  # 14
-    "gnncore/test_conv_spectral.py",  # 14
-    "test_project.py",  # 13
+    "app/test_lesson_rehearsal.py",  # 19
+    "gnncore/test_conv_mlp.py",  # 15
+    "gnncore/test_batch.py",  # 15
+    "gnncore/test_conv_attention.py",  # 15
+    "app/test_browser_devices.py",  # 15
+    "test_project.py",  # 14
+    "explorer/test_check.py",  # 13
+    "gnncore/test_conv_spectral.py",  # 13
+    "explorer/test_cli.py",  # 12
+    "gnncore/test_norm_pool.py",  # 11
 )
 
 
