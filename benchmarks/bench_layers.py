@@ -10,6 +10,7 @@ Usage (from the repository root)::
     python -m benchmarks.bench_layers            # full run (~1.5-4 min on 2 cores)
     python -m benchmarks.bench_layers --quick    # short smoke run
     python -m benchmarks.bench_layers --only gnncore,jraphx --models gcn --shapes cora
+    python -m benchmarks.bench_layers --models gat --shapes cora --dense-features
 
 Reported per row: first call (trace + compile + one step, JAX only), compile
 (= first call - median step), the AOT breakdown of a second, fresh jit of the
@@ -108,15 +109,19 @@ def build_pyg(kind: str, g: GraphData, seed: int, *, hidden: int = HIDDEN):
 BUILDERS = {"gnncore": build_gnncore, "jraphx": build_jraphx, "pyg": build_pyg}
 
 
-def runner(fw: str, kind: str, g: GraphData, *, torch_threads: int = 1, seed: int = 0):
+def runner(fw: str, kind: str, g: GraphData, *, torch_threads: int = 1, seed: int = 0,
+           dense_features: bool = False):
     """The runner of framework ``fw`` for model ``kind`` (gcn, gat, sage) on ``g``."""
-    return node_runner(fw, kind, g, BUILDERS, torch_threads=torch_threads, seed=seed)
+    return node_runner(fw, kind, g, BUILDERS, torch_threads=torch_threads, seed=seed,
+                       dense_features=dense_features)
 
 
 def bench_case(kind: str, g: GraphData, frameworks: list[str], *, steps: int, warmup: int,
-               rounds: int, breakdown: bool, torch_threads: int) -> list[dict]:
+               rounds: int, breakdown: bool, torch_threads: int,
+               dense_features: bool = False) -> list[dict]:
     """Time one (shape, model) for every framework, in alternating rounds."""
-    makers = {fw: partial(runner, fw, kind, g, torch_threads=torch_threads)
+    makers = {fw: partial(runner, fw, kind, g, torch_threads=torch_threads,
+                          dense_features=dense_features)
               for fw in frameworks}
     runners, results = time_rows(makers, steps=steps, warmup=warmup, rounds=rounds)
     return summarise(runners, results, breakdown=breakdown, label=f"{g.name:6s} {kind:4s}",
@@ -206,6 +211,9 @@ def main(argv=None) -> int:
     add_step_options(p, quick_help="few steps, no AOT breakdown (a smoke run)")
     p.add_argument("--models", default=",".join(MODELS), help="comma list: gcn,gat,sage")
     p.add_argument("--shapes", default="random,cora", help="comma list: random,cora")
+    p.add_argument("--dense-features", action="store_true",
+                   help="give gnncore mostly-zero features (Cora's) dense too, as the "
+                        "peers get them, instead of as SparseFeatures")
     args = p.parse_args(argv)
     models = [m for m in args.models.split(",") if m]
     for m in models:
@@ -221,6 +229,9 @@ def main(argv=None) -> int:
               f"{g.num_features} features, {g.num_classes} classes -- {g.source}")
     print(f"steps: {cfg.steps} timed (in {cfg.rounds} rounds alternating frameworks) after "
           f"{cfg.warmup} warm-up; loss over all nodes; dropout 0")
+    print("features: dense for every framework" if args.dense_features else
+          "features: gnncore takes mostly-zero features as SparseFeatures (--dense-features: "
+          "dense, as the peers)")
     start_backends(cfg.frameworks, cfg.torch_threads)
 
     results = []
@@ -228,7 +239,8 @@ def main(argv=None) -> int:
         for kind in models:
             results += bench_case(kind, g, cfg.frameworks, steps=cfg.steps, warmup=cfg.warmup,
                                   rounds=cfg.rounds, breakdown=cfg.breakdown,
-                                  torch_threads=cfg.torch_threads)
+                                  torch_threads=cfg.torch_threads,
+                                  dense_features=args.dense_features)
     print_step_table(results, title="Training step (forward + backward + Adam), CPU")
     print_ratio_table(results, graphs, models, target=_target,
                       target_header="target met (<=0.5, <=1 s)",

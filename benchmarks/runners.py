@@ -228,13 +228,13 @@ class PygRunner:
 
 
 # ================================================================ node classification
-def node_inputs(fw: str, g: GraphData):
+def node_inputs(fw: str, g: GraphData, *, dense_features: bool = False):
     """One graph as ``fw`` takes it: gnncore ``(x, graph.adj, y)`` (the documented
     fast path: ``Graph.from_arrays`` validates, sorts by target and builds the CSR
     view that sum/mean layers aggregate with; mostly-zero features, Cora's 1.3 %,
-    as CSR ``SparseFeatures``, so the first ``x @ W`` costs the non-zeros only;
-    dense features stay dense), JraphX ``(x, edge_index, y)``, PyG
-    ``(x, edge_index, None, y)`` tensors."""
+    as CSR ``SparseFeatures``, so the first ``x @ W`` costs the non-zeros only,
+    unless ``dense_features``; dense features stay dense), JraphX
+    ``(x, edge_index, y)``, PyG ``(x, edge_index, None, y)`` tensors."""
     if fw in PYG:
         import torch
 
@@ -245,7 +245,8 @@ def node_inputs(fw: str, g: GraphData):
 
         graph = Graph.from_arrays(g.edge_index, g.x, y=g.y)
         density = float(np.count_nonzero(g.x)) / g.x.size
-        x = SparseFeatures.from_dense(g.x) if density < SPARSE_X_MAX_DENSITY else graph.x
+        sparse = density < SPARSE_X_MAX_DENSITY and not dense_features
+        x = SparseFeatures.from_dense(g.x) if sparse else graph.x
         return (x, graph.adj, graph.y)
     import jax.numpy as jnp
 
@@ -253,14 +254,15 @@ def node_inputs(fw: str, g: GraphData):
 
 
 def node_runner(fw: str, kind: str, g: GraphData, builders: dict[str, Callable], *,
-                torch_threads: int = 1, seed: int = 0):
+                torch_threads: int = 1, seed: int = 0, dense_features: bool = False):
     """The runner of ``fw`` for model ``kind`` on ``g``. ``builders`` maps
-    "gnncore", "jraphx" and "pyg" to ``build(kind, g, seed) -> model``."""
+    "gnncore", "jraphx" and "pyg" to ``build(kind, g, seed) -> model``.
+    ``dense_features``: gnncore too gets mostly-zero features dense."""
     model = builders["pyg" if fw in PYG else fw](kind, g, seed)
+    inputs = [node_inputs(fw, g, dense_features=dense_features)]
     if fw in PYG:
-        return PygRunner(model, [node_inputs(fw, g)],
-                         threads=torch_threads if fw == "pyg" else 1)
-    return JaxRunner(model, [node_inputs(fw, g)])
+        return PygRunner(model, inputs, threads=torch_threads if fw == "pyg" else 1)
+    return JaxRunner(model, inputs)
 
 
 # ================================================================ timing
