@@ -40,8 +40,8 @@ from jax.experimental import sparse
 from benchmarks.bench_aggregation import csr_pair, indptr, spmm
 from benchmarks.bench_layers import build_gnncore, build_jraphx
 from benchmarks.common import GraphData, machine_info, median_ms, print_table, shapes, versions
-from benchmarks.runners import SPARSE_X_MAX_DENSITY, JaxRunner, time_rows, two_layer_nnx
-from gnncore import GATConv, GCNConv, Graph, SAGEConv
+from benchmarks.runners import JaxRunner, time_rows, two_layer_nnx
+from gnncore import GATConv, GCNConv, Graph, SAGEConv, SparseFeatures, sparse_if_mostly_zero
 from gnncore.segment import segment_softmax
 
 
@@ -182,8 +182,7 @@ def variants(kind: str, g: GraphData, with_jraphx: bool) -> dict:
             return JaxRunner(m, [(x, ei, y)])
         out["gnncore cached=True"] = cached
     out["csr"] = lambda: _csr_runner(kind, g, x, y)
-    density = float(np.count_nonzero(g.x)) / g.x.size
-    if density <= SPARSE_X_MAX_DENSITY:
+    if isinstance(sparse_if_mostly_zero(g.x), SparseFeatures):  # gnncore's own rule
         out["csr +sparse-x"] = lambda: _csr_runner(kind, g, sparse_features(g.x), y)
     return out
 

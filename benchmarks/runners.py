@@ -31,8 +31,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from benchmarks.common import (
     GraphData,
     fmt,
@@ -45,7 +43,6 @@ from benchmarks.common import (
 )
 
 LR = 1e-2
-SPARSE_X_MAX_DENSITY = 0.05  # below this, gnncore takes the features as CSR
 FRAMEWORKS = ("gnncore", "jraphx", "pyg", "pyg1")
 # "pyg" runs torch with torch.set_num_threads(--torch-threads, default os.cpu_count());
 # "pyg1" is the same model with one torch thread: on a shared, loaded machine
@@ -231,9 +228,10 @@ class PygRunner:
 def node_inputs(fw: str, g: GraphData, *, dense_features: bool = False):
     """One graph as ``fw`` takes it: gnncore ``(x, graph.adj, y)`` (the documented
     fast path: ``Graph.from_arrays`` validates, sorts by target and builds the CSR
-    view that sum/mean layers aggregate with; mostly-zero features, Cora's 1.3 %,
-    as CSR ``SparseFeatures``, so the first ``x @ W`` costs the non-zeros only,
-    unless ``dense_features``; dense features stay dense), JraphX
+    view that sum/mean layers aggregate with; large mostly-zero features, Cora's
+    1.3 %, as CSR ``SparseFeatures`` by ``gnncore.sparse_if_mostly_zero``, as the
+    explorer gives them, so the first ``x @ W`` costs the non-zeros only, unless
+    ``dense_features``; other features stay dense), JraphX
     ``(x, edge_index, y)``, PyG ``(x, edge_index, None, y)`` tensors."""
     if fw in PYG:
         import torch
@@ -241,12 +239,10 @@ def node_inputs(fw: str, g: GraphData, *, dense_features: bool = False):
         return (torch.from_numpy(g.x), torch.from_numpy(g.edge_index.astype("int64")), None,
                 torch.from_numpy(g.y.astype("int64")))
     if fw == "gnncore":
-        from gnncore import Graph, SparseFeatures
+        from gnncore import Graph, sparse_if_mostly_zero
 
         graph = Graph.from_arrays(g.edge_index, g.x, y=g.y)
-        density = float(np.count_nonzero(g.x)) / g.x.size
-        sparse = density < SPARSE_X_MAX_DENSITY and not dense_features
-        x = SparseFeatures.from_dense(g.x) if sparse else graph.x
+        x = graph.x if dense_features else sparse_if_mostly_zero(g.x)
         return (x, graph.adj, graph.y)
     import jax.numpy as jnp
 

@@ -388,20 +388,26 @@ graph = Graph.from_arrays(
 # Padding nodes have no features and no label; node_mask keeps them out of the
 # loss and of batch norm statistics; padding edges are self-loops among them.
 padded = graph.pad_to(bucket_size(graph.num_nodes + 1), bucket_size(graph.num_edges))
-node_mask = jnp.array([i < graph.num_nodes for i in range(padded.num_nodes)])""")
+node_mask = jnp.array([i < graph.num_nodes for i in range(padded.num_nodes)])
+features = padded.x  # dense: as CSR, their number of non-zeros would change the shapes""")
     else:
         out.append("""\
 padded = graph  # no bucket padding: the step sees the graph's exact shapes
-node_mask = jnp.array([True] * graph.num_nodes)  # every node is real""")
+node_mask = jnp.array([True] * graph.num_nodes)  # every node is real
+# Large, mostly-zero features (a bag of words, the one-hot ids of a big graph) go
+# in as CSR (SparseFeatures), so that the first layer's product costs only their
+# non-zeros; any other features stay as they are.
+features = sparse_if_mostly_zero(graph.x)""")
     out.append("""\
-inputs = StepInputs(padded.x, padded.adj, padded.edge_weight, padded.y, padded.train_mask,
+inputs = StepInputs(features, padded.adj, padded.edge_weight, padded.y, padded.train_mask,
                     node_mask)
 # for the accuracies: the real nodes' labels and splits
 targets = EvalTargets(graph.y, graph.train_mask, graph.val_mask, graph.test_mask)""")
     ew_text = "" if ew is None else ", weighted"
     summary = (f"{n} nodes, {e} directed edges{ew_text}, {x.shape[1]} features, "
                f"{classes} classes")
-    names = ("Graph", "bucket_size") if config.bucket_padding else ("Graph",)
+    names = ("Graph", "bucket_size") if config.bucket_padding else ("Graph",
+                                                                   "sparse_if_mostly_zero")
     return _Data("\n\n".join(out), summary=summary, num_classes=classes, compact=compact,
                  names=names)
 

@@ -35,7 +35,7 @@ from explorer.sources import (
     SCALABLE_FEATURES,
     GraphSource,
 )
-from gnncore import Graph
+from gnncore import Graph, SparseFeatures
 
 __all__ = ["TICK_BUDGET_S", "FileData", "GraphStats", "Workspace", "release_memory"]
 
@@ -165,6 +165,18 @@ class Workspace:
             return f"the file's own split: {sizes}"
         return (f"a generated split ({self.config.train_per_class} training nodes per "
                 f"class, the rest half val, half test; seed {self.config.seed}): {sizes}")
+
+    def features_info(self) -> str:
+        """How the step takes the node features when they go in as CSR, e.g.
+        ``1,433 per node, 1.3 % non-zero: the step takes them as CSR ...``;
+        ``""`` when they go in dense (or before the run is built)."""
+        x = None if self.run is None else self.run.inputs.x
+        if not isinstance(x, SparseFeatures):
+            return ""
+        nodes, width = x.shape
+        share = 100 * x.values.shape[0] / (nodes * width)
+        return (f"{width:,} per node, {share:.1f} % non-zero: the step takes them as CSR "
+                "(SparseFeatures), so the first layer's product costs only the non-zeros")
 
     def training_hint(self) -> str:
         """Why a node run has nothing to learn from, or ``""``: with no labelled

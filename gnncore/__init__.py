@@ -71,7 +71,7 @@ from gnncore.segment import (
     segment_sum,
     segment_var,
 )
-from gnncore.sparse import Adjacency, SparseFeatures, spmm
+from gnncore.sparse import Adjacency, SparseFeatures, sparse_if_mostly_zero, spmm
 from gnncore.utils import (
     add_remaining_self_loops,
     add_self_loops,
@@ -97,6 +97,7 @@ __all__ = [
     "MultiAggregation", "NORMS", "PoolOutput", "POOLS", "remove_self_loops", "SAGEConv",
     "SAGPooling", "segment_max", "segment_mean", "segment_min", "segment_reduce",
     "segment_softmax", "segment_std", "segment_sum", "segment_var", "SGConv",
-    "SoftmaxAggregation", "SparseFeatures", "spmm", "StdAggregation", "SumAggregation",
-    "to_networkx", "to_undirected", "TopKPooling", "TransformerConv", "VarAggregation"
+    "SoftmaxAggregation", "SparseFeatures", "sparse_if_mostly_zero", "spmm", "StdAggregation",
+    "SumAggregation", "to_networkx", "to_undirected", "TopKPooling", "TransformerConv",
+    "VarAggregation"
 ]

@@ -213,13 +213,11 @@ class Run:
 
     def layout(self) -> list[dict]:
         """Where each array of the step lives (``sharding.layout``): the
-        inputs by field, then the model's parameters by path."""
-        arrays = {f"inputs.{k}": v for k, v in vars(self.inputs).items()
-                  if isinstance(v, jax.Array)}
-        for name, value in vars(self.inputs).items():  # the CSR adjacency's arrays
-            if dataclasses.is_dataclass(value):
-                arrays.update({f"inputs.{name}.{k}": a for k, a in vars(value).items()
-                               if isinstance(a, jax.Array)})
+        inputs by path (``inputs.adj.indptr``, ``inputs.x.values`` for CSR
+        features), then the model's parameters by path."""
+        arrays = {"inputs" + jax.tree_util.keystr(path): a
+                  for path, a in jax.tree_util.tree_leaves_with_path(self.inputs)
+                  if isinstance(a, jax.Array)}
         self.sync()
         params = jax.tree_util.tree_leaves_with_path(nnx.state(self.model, nnx.Param))
         for path, value in params:

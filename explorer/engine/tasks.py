@@ -24,7 +24,7 @@ from explorer.sources import (
     load_graph_dataset,
     split_graphs,
 )
-from gnncore import Batch, Graph, bucket_size
+from gnncore import Batch, Graph, SparseFeatures, bucket_size, sparse_if_mostly_zero
 
 if TYPE_CHECKING:
     from explorer.config import RunConfig
@@ -104,7 +104,11 @@ class NodeTask(Task):
         if bucket_padding:
             g = g.pad_to(bucket_size(n + 1), bucket_size(g.num_edges))
         node_mask = jnp.asarray(np.arange(g.num_nodes) < n)  # host-built: no per-shape compile
-        self.inputs = StepInputs(g.x, g.adj, g.edge_weight, g.y, g.train_mask, node_mask)
+        # Large mostly-zero features (Cora's words, the one-hot ids of a big graph) as
+        # CSR: the first layer's product then costs the non-zeros only. Not with
+        # buckets: the number of non-zeros would change the shapes at every edit.
+        x = g.x if bucket_padding else sparse_if_mostly_zero(g.x)
+        self.inputs = StepInputs(x, g.adj, g.edge_weight, g.y, g.train_mask, node_mask)
         self.targets = _targets(np.asarray(graph.y)[:n],
                                 (graph.train_mask, graph.val_mask, graph.test_mask))
 
@@ -207,6 +211,12 @@ def shape_change(old: StepInputs, new: StepInputs) -> str:
         moved = [f"{what} {a} -> {b}" for what, a, b in
                  (("nodes", old_n, new_n), ("directed edges", old_e, new_e)) if a != b]
         return "shapes changed: " + ", ".join(moved)
+    if isinstance(old.x, SparseFeatures) != isinstance(new.x, SparseFeatures):
+        return ("inputs changed: the features now go in as CSR" if isinstance(new.x, SparseFeatures)
+                else "inputs changed: the features now go in dense")
     if jax.tree.structure(old) != jax.tree.structure(new):
         return "inputs changed: edge weights added or removed"
+    if isinstance(new.x, SparseFeatures) and old.x.values.shape != new.x.values.shape:
+        return (f"shapes changed: feature non-zeros {old.x.values.shape[0]} -> "
+                f"{new.x.values.shape[0]}")
     return ""

@@ -378,5 +378,6 @@ def _summary(ws: Workspace, table: list[dict]) -> None:
         cols[3].metric("Density", f"{s.density:.3f}")
         edges = ("directed edges" if s.directed else
                  f"undirected edges ({2 * s.edges:,} directed in training)")
-        info = ws.split_info()
-        st.caption(f"Edges are {edges}." + (f" Split: {info}." if info else ""))
+        info, features = ws.split_info(), ws.features_info()
+        st.caption(f"Edges are {edges}." + (f" Split: {info}." if info else "")
+                   + (f" Features: {features}." if features else ""))

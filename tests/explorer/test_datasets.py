@@ -8,8 +8,10 @@ from conftest import REPO, SHARED_DATASETS
 from explorer.config import RunConfig
 from explorer.drawing import from_preset
 from explorer.engine import Run
+from explorer.engine.tasks import NodeTask, shape_change
 from explorer.graphio import load_graph_file
 from explorer.sources import PRESETS, load_graph, preset_file, preset_graph
+from gnncore import SparseFeatures
 
 ASSETS = REPO / "assets"
 
@@ -90,6 +92,43 @@ def test_drawing_of_a_dataset_has_no_layout_and_rebuilds_the_same_graph(name):
 
 def test_cora_trains_to_a_useful_accuracy_quickly():
     run = Run(RunConfig(graph="cora", features="file", epochs=30))
+    # its word features are 1.3 % non-zero: the step takes them as CSR
+    # (SparseFeatures), so the first layer's product costs the non-zeros only
+    assert isinstance(run.inputs.x, SparseFeatures) and run.inputs.x.shape == (2708, 1433)
+    layout = {r["name"]: r["shape"] for r in run.layout()}  # the Devices tab's table
+    nnz = int(np.count_nonzero(np.asarray(run.graph.x)))
+    assert layout["inputs.x.values"] == (nnz,) and layout["inputs.x.pattern.t_indptr"] == (1434,)
     run.train()
     last = run.history[-1]
     assert last.train_acc > 0.9 and last.test_acc > 0.7, last
+    # the trained model gives the same logits on the dense matrix
+    logits = np.asarray(run.logits())
+    inputs = run.inputs
+    run.model.eval()
+    try:
+        dense = run.model(run.graph.x, inputs.adj, inputs.edge_weight,
+                          node_mask=inputs.node_mask)
+    finally:
+        run.model.train()
+    np.testing.assert_allclose(logits, np.asarray(dense), atol=1e-4)
+
+
+def test_only_large_mostly_zero_features_go_in_as_csr_and_their_changes_retrace():
+    cora = load_graph("cora", features="file")
+    before = NodeTask(cora).inputs
+    # same nodes and edges, one more non-zero: the CSR arrays grow, so the step
+    # traces again, and says why
+    x = np.asarray(cora.x).copy()
+    x[0, int(np.flatnonzero(x[0] == 0)[0])] = 1.0
+    after = NodeTask(cora.replace(x=x)).inputs
+    nnz = int(np.count_nonzero(x))
+    assert shape_change(before, after) == f"shapes changed: feature non-zeros {nnz - 1} -> {nnz}"
+    # bucket padding keeps the shapes across edits, so its features stay dense
+    padded = NodeTask(cora, bucket_padding=True).inputs
+    assert not isinstance(padded.x, SparseFeatures)
+    assert shape_change(before, padded).startswith("shapes changed: nodes 2708 -> 4096")
+    assert shape_change(NodeTask(cora.replace(x=x[:, :100])).inputs, NodeTask(
+        cora.replace(x=x[:, :100] + 1)).inputs) == "inputs changed: the features now go in dense"
+    # a small graph's one-hot ids (karate club: 34 x 34) are under the size floor
+    assert not isinstance(NodeTask(load_graph("karate")).inputs.x, SparseFeatures)
+

@@ -23,9 +23,10 @@ from explorer.cli import main
 from explorer.config import LayerConfig, RunConfig
 from explorer.drawing import Drawing
 from explorer.engine import STEPPERS, Run, steppers
+from explorer.engine.tasks import NodeTask
 from explorer.export import script_for
 from explorer.graphio import load_graph_file
-from gnncore import Graph
+from gnncore import Graph, SparseFeatures
 
 STEPS = 3
 ALLOWED = {"jax", "flax", "optax", "gnncore"}
@@ -85,8 +86,10 @@ CASES = {
     "cached_bn_compact": (RunConfig(mode="cached_partial", features="laplacian", dropout=0.5,
                                     batch_norm=True, bucket_padding=True, epochs=STEPS),
                           None, 8, []),
-    "tree_mode": (RunConfig(mode="nnx.jit(graph=False)", dropout=0.5, epochs=STEPS,
-                            layers=(LayerConfig("gcn", 4),)), None, None, []),
+    # Cora's word features: the script, like the engine, gives them to the step as CSR
+    "tree_mode_cora": (RunConfig(mode="nnx.jit(graph=False)", graph="cora", features="file",
+                                 dropout=0.5, epochs=STEPS, layers=(LayerConfig("gcn", 4),)),
+                       None, None, []),
     # K=2 over 3 steps: a call of 2, then a shorter one of 1 (both in the engine and the
     # script); batch norm and dropout: each step's eval-mode accuracies come from the scan
     "scan_bn": (RunConfig(mode="scan", scan_steps=2, dropout=0.5, batch_norm=True,
@@ -169,6 +172,17 @@ def test_script_prints_the_engines_losses(scripts, name):
     lines = text.splitlines()
     assert lines[0] == (f"mode {config.mode} | graph {graph and 'custom' or config.graph} | "
                         f"{STEPS} steps | seed {config.seed}")
+
+
+def test_scripts_give_the_step_its_features_as_the_engine_does(scripts):
+    # CSR for Cora's words (the engine's own rule, called in the script); dense with
+    # bucket padding, where the number of non-zeros would change the shapes
+    config, _, text, _ = scripts["tree_mode_cora"]
+    assert isinstance(NodeTask.load(config).inputs.x, SparseFeatures)
+    assert "features = sparse_if_mostly_zero(graph.x)" in text
+    assert "features = padded.x" in scripts["functional_padded"][2]
+    assert not isinstance(NodeTask.load(scripts["functional_padded"][0]).inputs.x,
+                          SparseFeatures)
 
 
 def test_every_mode_is_covered():

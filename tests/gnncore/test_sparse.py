@@ -9,8 +9,20 @@ import pytest
 from flax import nnx
 from zoo import LAYERS, MODELS, build, sample_inputs
 
-from gnncore import Adjacency, GCNConv, Graph, SparseFeatures, segment_sum, spmm
-from gnncore.sparse import take_rows
+from gnncore import (
+    Adjacency,
+    GCNConv,
+    Graph,
+    SparseFeatures,
+    segment_sum,
+    sparse_if_mostly_zero,
+    spmm,
+)
+from gnncore.sparse import (
+    SPARSE_FEATURES_MAX_DENSITY,
+    SPARSE_FEATURES_MIN_ENTRIES,
+    take_rows,
+)
 
 ALL = {**{f"layer:{k}": v for k, v in LAYERS.items() if k != "batch_norm"},
        **{f"model:{k}": v for k, v in MODELS.items()}}
@@ -178,6 +190,33 @@ def test_sparse_features_matmul_dense_and_validation():
     np.testing.assert_allclose(np.asarray(g), np.asarray(g_ref), atol=1e-5)
     with pytest.raises(ValueError, match="\\[num_nodes, F\\]"):
         SparseFeatures.from_dense(np.ones(3))
+
+
+def test_only_large_mostly_zero_features_become_csr():
+    side = int(np.ceil(np.sqrt(SPARSE_FEATURES_MIN_ENTRIES)))  # side * side: just enough
+    one_hot = np.eye(side, dtype=np.float32)
+    sx = sparse_if_mostly_zero(one_hot)
+    assert isinstance(sx, SparseFeatures) and sx.shape == one_hot.shape
+    np.testing.assert_array_equal(np.asarray(sx.todense()), one_hot)
+    assert sparse_if_mostly_zero(sx) is sx
+    assert sparse_if_mostly_zero(jnp.asarray(one_hot)).shape == one_hot.shape  # a JAX array too
+    assert isinstance(sparse_if_mostly_zero(jnp.asarray(one_hot)), SparseFeatures)
+    # too small: the same matrix one row short of the floor stays dense
+    small = one_hot[: (SPARSE_FEATURES_MIN_ENTRIES - 1) // side]
+    assert sparse_if_mostly_zero(small) is small
+    # too dense: one entry over the fraction
+    dense = one_hot.copy()
+    extra = int(SPARSE_FEATURES_MAX_DENSITY * dense.size) + 1 - side
+    dense[np.unravel_index(np.flatnonzero(dense == 0)[:extra], dense.shape)] = 1.0
+    assert np.count_nonzero(dense) == int(SPARSE_FEATURES_MAX_DENSITY * dense.size) + 1
+    assert sparse_if_mostly_zero(dense) is dense
+    # other dtypes and shapes are left alone (CSR features are float32)
+    as64 = one_hot.astype(np.float64)
+    assert sparse_if_mostly_zero(as64) is as64
+    flat = np.zeros(SPARSE_FEATURES_MIN_ENTRIES, np.float32)
+    assert sparse_if_mostly_zero(flat) is flat
+    with pytest.raises(ValueError, match="outside jit"):
+        jax.jit(sparse_if_mostly_zero)(jnp.asarray(one_hot))
 
 
 @pytest.mark.parametrize("name", sorted(ALL))
