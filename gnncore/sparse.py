@@ -27,6 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from gnncore.csr_kernel import csr_matmul
 from gnncore.xla import REDUCTIONS_IN_XLA
 
 __all__ = ["SPARSE_FEATURES_MAX_DENSITY", "SPARSE_FEATURES_MIN_ENTRIES", "Adjacency",
@@ -144,15 +145,6 @@ def _row_pointers(rows: np.ndarray, n: int) -> np.ndarray:
     return np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
 
 
-def _csr_matmul(values, cols, indptr, shape, h2):
-    # imported here, at the first trace of a product: jax.experimental.sparse
-    # brings scipy.sparse with it (about 0.2 s), which a process that never
-    # aggregates (the app's first page, the CLI's --help) need not pay
-    from jax.experimental import sparse as jsparse
-
-    return jsparse.BCSR((values, cols, indptr), shape=shape, indices_sorted=True) @ h2
-
-
 def _all_heads(values, cols, indptr, shape, h):
     """``out[i, k] = sum over the CSR row i of values[e, k] * h[cols[e], k]`` for
     every head ``k`` in one native CSR product: the heads are the diagonal
@@ -164,14 +156,14 @@ def _all_heads(values, cols, indptr, shape, h):
     with 8 products, slices and a stack per direction."""
     num_heads, (rows, num_cols) = values.shape[1], shape
     if num_heads == 1:
-        return _csr_matmul(values[:, 0], cols, indptr, shape, h[:, 0])[:, None]
+        return csr_matmul(values[:, 0], cols, indptr, shape, h[:, 0])[:, None]
     num_edges = values.shape[0]
     head = jnp.arange(num_heads, dtype=indptr.dtype)[:, None]
     big_indptr = jnp.concatenate([(indptr[:-1][None, :] + head * num_edges).reshape(-1),
                                   jnp.full((1,), num_heads * num_edges, indptr.dtype)])
     big_cols = (cols[None, :] + head * num_cols).reshape(-1)
     h2 = h.transpose(1, 0, 2).reshape(num_heads * num_cols, h.shape[2])
-    out = _csr_matmul(values.T.reshape(-1), big_cols, big_indptr,
+    out = csr_matmul(values.T.reshape(-1), big_cols, big_indptr,
                       (num_heads * rows, num_heads * num_cols), h2)
     return out.reshape(num_heads, rows, h.shape[2]).transpose(1, 0, 2)
 
