@@ -566,7 +566,7 @@ def shard_map_step(tx, mesh: Mesh, *, average_grads: bool = True,
         loss = jax.lax.psum(total, axis) / everyone
         return jax.tree.map(lambda a: a[None], new), loss
 
-    # check_vma=False: the CSR kernel of gnncore.sparse (jax.experimental.sparse
+    # check_vma=False: the CSR kernel of gnncore.sparse (gnncore.csr_kernel
     # inside a custom VJP) drops JAX's "varies over the mesh axis" type on its
     # gradients, which the check would reject; the program itself is the same
     jitted = jax.jit(jax.shard_map(per_device, mesh=mesh, in_specs=(P(axis), P(axis)),

@@ -561,7 +561,7 @@ def _run(fn, args, pg: PartitionedGraph, mesh, axis: str):
     are replicated, ``pg`` split by part; returns node rows ``[P * R, ...]``."""
     _check_mesh(pg, mesh, axis)
     body = lambda args, pg_part: fn(*args, _local(pg_part))
-    # check_vma=False: the CSR product of jax.experimental.sparse (spmm's kernel)
+    # check_vma=False: the CSR product (gnncore.csr_kernel, spmm's kernel)
     # does not carry shard_map's varying-axes types in jax 0.10 (its cotangent
     # comes back unvarying and the check refuses it). Unchecked, the transpose
     # still sums the replicated arguments' cotangents (the parameters'

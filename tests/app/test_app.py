@@ -56,8 +56,8 @@ def test_the_first_page_imports_no_table_or_scipy_code_and_starts_no_backend():
     """A new server's first run imports the app before it draws anything, and
     the page is drawn before the model is built. Left out of that import:
     pandas and pyarrow (0.4 s; no table is on the first page), scipy (0.2 s,
-    through jax.experimental.sparse: the CSR product imports it when it first
-    traces) and JAX's backend (0.3 s; lessons make their arrays when they
+    with jax.experimental.sparse, which gnncore's CSR product does not need)
+    and JAX's backend (0.3 s; lessons make their arrays when they
     run). In a fresh process: this one has them all."""
     import subprocess
     import sys
