@@ -11,6 +11,7 @@ Usage (from the repository root)::
     python -m benchmarks.bench_layers --quick    # short smoke run
     python -m benchmarks.bench_layers --only gnncore,jraphx --models gcn --shapes cora
     python -m benchmarks.bench_layers --models gat --shapes cora --dense-features
+    python -m benchmarks.bench_layers --models gat --dense-features transposed
 
 Reported per row: first call (trace + compile + one step, JAX only), compile
 (= first call - median step), the AOT breakdown of a second, fresh jit of the
@@ -110,7 +111,7 @@ BUILDERS = {"gnncore": build_gnncore, "jraphx": build_jraphx, "pyg": build_pyg}
 
 
 def runner(fw: str, kind: str, g: GraphData, *, torch_threads: int = 1, seed: int = 0,
-           dense_features: bool = False):
+           dense_features: bool | str = False):
     """The runner of framework ``fw`` for model ``kind`` (gcn, gat, sage) on ``g``."""
     return node_runner(fw, kind, g, BUILDERS, torch_threads=torch_threads, seed=seed,
                        dense_features=dense_features)
@@ -118,7 +119,7 @@ def runner(fw: str, kind: str, g: GraphData, *, torch_threads: int = 1, seed: in
 
 def bench_case(kind: str, g: GraphData, frameworks: list[str], *, steps: int, warmup: int,
                rounds: int, breakdown: bool, torch_threads: int,
-               dense_features: bool = False) -> list[dict]:
+               dense_features: bool | str = False) -> list[dict]:
     """Time one (shape, model) for every framework, in alternating rounds."""
     makers = {fw: partial(runner, fw, kind, g, torch_threads=torch_threads,
                           dense_features=dense_features)
@@ -211,9 +212,12 @@ def main(argv=None) -> int:
     add_step_options(p, quick_help="few steps, no AOT breakdown (a smoke run)")
     p.add_argument("--models", default=",".join(MODELS), help="comma list: gcn,gat,sage")
     p.add_argument("--shapes", default="random,cora", help="comma list: random,cora")
-    p.add_argument("--dense-features", action="store_true",
+    p.add_argument("--dense-features", nargs="?", const="plain", default=None,
+                   choices=("plain", "transposed"),
                    help="give gnncore mostly-zero features (Cora's) dense too, as the "
-                        "peers get them, instead of as SparseFeatures")
+                        "peers get them, instead of as SparseFeatures; 'transposed': as "
+                        "gnncore.DenseFeatures, the same matrix with a transposed copy "
+                        "for the first layer's weight gradient")
     args = p.parse_args(argv)
     models = [m for m in args.models.split(",") if m]
     for m in models:
@@ -229,9 +233,11 @@ def main(argv=None) -> int:
               f"{g.num_features} features, {g.num_classes} classes -- {g.source}")
     print(f"steps: {cfg.steps} timed (in {cfg.rounds} rounds alternating frameworks) after "
           f"{cfg.warmup} warm-up; loss over all nodes; dropout 0")
-    print("features: dense for every framework" if args.dense_features else
-          "features: gnncore takes mostly-zero features as SparseFeatures (--dense-features: "
-          "dense, as the peers)")
+    print({None: "features: gnncore takes mostly-zero features as SparseFeatures "
+                 "(--dense-features: dense, as the peers)",
+           "plain": "features: dense for every framework",
+           "transposed": "features: dense for every framework; gnncore's as DenseFeatures "
+                         "(with a transposed copy, made before timing)"}[args.dense_features])
     start_backends(cfg.frameworks, cfg.torch_threads)
 
     results = []
@@ -240,7 +246,7 @@ def main(argv=None) -> int:
             results += bench_case(kind, g, cfg.frameworks, steps=cfg.steps, warmup=cfg.warmup,
                                   rounds=cfg.rounds, breakdown=cfg.breakdown,
                                   torch_threads=cfg.torch_threads,
-                                  dense_features=args.dense_features)
+                                  dense_features=args.dense_features or False)
     print_step_table(results, title="Training step (forward + backward + Adam), CPU")
     print_ratio_table(results, graphs, models, target=_target,
                       target_header="target met (<=0.5, <=1 s)",

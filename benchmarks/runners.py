@@ -225,24 +225,29 @@ class PygRunner:
 
 
 # ================================================================ node classification
-def node_inputs(fw: str, g: GraphData, *, dense_features: bool = False):
+def node_inputs(fw: str, g: GraphData, *, dense_features: bool | str = False):
     """One graph as ``fw`` takes it: gnncore ``(x, graph.adj, y)`` (the documented
     fast path: ``Graph.from_arrays`` validates, sorts by target and builds the CSR
     view that sum/mean layers aggregate with; large mostly-zero features, Cora's
     1.3 %, as CSR ``SparseFeatures`` by ``gnncore.sparse_if_mostly_zero``, as the
     explorer gives them, so the first ``x @ W`` costs the non-zeros only, unless
-    ``dense_features``; other features stay dense), JraphX
-    ``(x, edge_index, y)``, PyG ``(x, edge_index, None, y)`` tensors."""
+    ``dense_features``: then the dense matrix, or with ``"transposed"`` the same
+    matrix as ``DenseFeatures`` (plus a transposed copy for the weight gradient);
+    other features stay dense), JraphX ``(x, edge_index, y)``, PyG
+    ``(x, edge_index, None, y)`` tensors."""
     if fw in PYG:
         import torch
 
         return (torch.from_numpy(g.x), torch.from_numpy(g.edge_index.astype("int64")), None,
                 torch.from_numpy(g.y.astype("int64")))
     if fw == "gnncore":
-        from gnncore import Graph, sparse_if_mostly_zero
+        from gnncore import DenseFeatures, Graph, sparse_if_mostly_zero
 
         graph = Graph.from_arrays(g.edge_index, g.x, y=g.y)
-        x = graph.x if dense_features else sparse_if_mostly_zero(g.x)
+        if dense_features == "transposed":
+            x = DenseFeatures.from_dense(g.x)
+        else:
+            x = graph.x if dense_features else sparse_if_mostly_zero(g.x)
         return (x, graph.adj, graph.y)
     import jax.numpy as jnp
 
@@ -250,10 +255,11 @@ def node_inputs(fw: str, g: GraphData, *, dense_features: bool = False):
 
 
 def node_runner(fw: str, kind: str, g: GraphData, builders: dict[str, Callable], *,
-                torch_threads: int = 1, seed: int = 0, dense_features: bool = False):
+                torch_threads: int = 1, seed: int = 0, dense_features: bool | str = False):
     """The runner of ``fw`` for model ``kind`` on ``g``. ``builders`` maps
     "gnncore", "jraphx" and "pyg" to ``build(kind, g, seed) -> model``.
-    ``dense_features``: gnncore too gets mostly-zero features dense."""
+    ``dense_features``: gnncore too gets mostly-zero features dense
+    (``"transposed"``: as ``DenseFeatures``; see :func:`node_inputs`)."""
     model = builders["pyg" if fw in PYG else fw](kind, g, seed)
     inputs = [node_inputs(fw, g, dense_features=dense_features)]
     if fw in PYG:

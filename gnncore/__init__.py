@@ -71,7 +71,13 @@ from gnncore.segment import (
     segment_sum,
     segment_var,
 )
-from gnncore.sparse import Adjacency, SparseFeatures, sparse_if_mostly_zero, spmm
+from gnncore.sparse import (
+    Adjacency,
+    DenseFeatures,
+    SparseFeatures,
+    sparse_if_mostly_zero,
+    spmm,
+)
 from gnncore.utils import (
     add_remaining_self_loops,
     add_self_loops,
@@ -89,7 +95,8 @@ __version__ = "0.1.0"
 __all__ = [
     "ACTIVATIONS", "add_remaining_self_loops", "add_self_loops", "Adjacency", "Aggregation",
     "APPNP", "as_edge_index", "BasicGNN", "Batch", "BatchNorm", "bucket_size", "build_conv",
-    "ChebConv", "coalesce", "CONV_TYPES", "ConvSpec", "degree", "EdgeConv", "from_networkx",
+    "ChebConv", "coalesce", "CONV_TYPES", "ConvSpec", "degree", "DenseFeatures", "EdgeConv",
+    "from_networkx",
     "GAT", "GATConv", "GATv2Conv", "GCN", "gcn_norm", "GCNConv", "GIN", "GINConv", "GINEConv",
     "global_add_pool", "global_max_pool", "global_mean_pool", "global_min_pool", "GNN",
     "Graph", "GraphConv", "GraphNorm", "GraphSAGE", "is_self_loop", "LayerNorm",

@@ -12,10 +12,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
+from jax.extend.core import jaxprs_in_params
 from zoo import LAYERS, MODELS, build, sample_inputs
 
 from gnncore import (
     Adjacency,
+    DenseFeatures,
     GCNConv,
     Graph,
     SparseFeatures,
@@ -301,6 +303,66 @@ def test_sparse_features_equal_dense_features(name):
     x = np.asarray(g.x) * (rng.random(g.x.shape) < 0.4)
     assert_same_outputs_and_gradients(
         name, g, [(jnp.asarray(x), g.edge_index), (SparseFeatures.from_dense(x), g.adj)])
+
+
+#: a layer of each way features come in: through the first weight matrix
+#: (GCN, GAT, GATv2, SAGE's projection, SG), densified (GIN, EdgeConv, Cheb), and
+#: a model with a residual and a norm
+TRANSPOSED_COPY_CASES = ["layer:gcn", "layer:gat_edge_dim", "layer:gatv2", "layer:sage_mean",
+                         "layer:sg_k2", "layer:gin", "layer:edge_conv", "layer:cheb_k3_rw",
+                         "model:mixed_bn_residual_head"]
+
+
+@pytest.mark.parametrize("name", TRANSPOSED_COPY_CASES)
+def test_dense_features_with_a_transposed_copy_equal_plain_features(name):
+    g = GRAPHS["sample"]
+    assert_same_outputs_and_gradients(
+        name, g, [(g.x, g.adj), (DenseFeatures.from_dense(g.x), g.adj)])
+
+
+def test_dense_features_give_the_features_gradient_and_stay_on_the_host():
+    g = GRAPHS["sample"]
+    feats = DenseFeatures.from_dense(g.x)
+    assert feats.shape == g.x.shape and feats.dtype == g.x.dtype
+    np.testing.assert_array_equal(np.asarray(feats.x_t), np.asarray(g.x).T)
+    layer = GCNConv(g.x.shape[1], 4, rngs=nnx.Rngs(0))
+    loss = lambda m, x: jnp.sum(jnp.sin(m(x, g.adj)))
+    want = nnx.grad(loss, argnums=1)(layer, g.x)
+    for grad_fn in (nnx.grad(loss, argnums=1), nnx.jit(nnx.grad(loss, argnums=1))):
+        got = grad_fn(layer, feats)
+        np.testing.assert_allclose(np.asarray(got.x), np.asarray(want), atol=1e-6)
+        assert not np.any(np.asarray(got.x_t))  # the copy is derived: no gradient of its own
+    with pytest.raises(ValueError, match="outside jit"):
+        jax.jit(DenseFeatures.from_dense)(g.x)
+    with pytest.raises(ValueError, match="num_nodes, F"):
+        DenseFeatures.from_dense(np.zeros(5, np.float32))
+
+
+def _products_over_rows_of(jaxpr, shape):
+    """The matrix products in ``jaxpr`` (nested ones included) with an operand
+    of ``shape`` contracted over its first axis."""
+    found = 0
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "dot_general":
+            (lhs_contract, rhs_contract), _ = eqn.params["dimension_numbers"]
+            for var, contract in zip(eqn.invars, (lhs_contract, rhs_contract)):
+                found += var.aval.shape == shape and 0 in contract
+        for sub in jaxprs_in_params(eqn.params):
+            found += _products_over_rows_of(sub, shape)
+    return found
+
+
+def test_the_weight_gradient_of_dense_features_multiplies_the_transposed_copy():
+    """The point of the copy: no product contracts ``x`` over its nodes axis."""
+    g = GRAPHS["sample"]
+    graphdef, params = nnx.split(GCNConv(g.x.shape[1], 4, rngs=nnx.Rngs(0)))
+
+    def loss(params, x):
+        return jnp.sum(jnp.sin(nnx.merge(graphdef, params)(x, g.adj)))
+
+    for feats, over_nodes in ((g.x, 1), (DenseFeatures.from_dense(g.x), 0)):
+        jaxpr = jax.make_jaxpr(jax.grad(loss))(params, feats).jaxpr
+        assert _products_over_rows_of(jaxpr, g.x.shape) == over_nodes
 
 
 def test_gat_attention_dropout_draws_the_same_masks_on_both_paths():
