@@ -38,12 +38,12 @@ def _with_bcsr(values, cols, indptr, rhs, *, shape):
 
 
 #: the product as one primitive (its name shows in a jaxpr where a layer uses it)
-csr_primitive = _csr_p = Primitive("gnncore_csr_matmul")
+csr_primitive = Primitive("gnncore_csr_matmul")
 
 
 @functools.cache
 def _compiled(shape):
-    return jax.jit(functools.partial(_csr_p.bind, shape=shape))
+    return jax.jit(functools.partial(csr_primitive.bind, shape=shape))
 
 
 def _abstract(values, cols, indptr, rhs, *, shape):
@@ -64,12 +64,12 @@ def _jvp(primals, tangents, *, shape):
     return jax.jvp(functools.partial(_with_bcsr, shape=shape), tuple(primals), tangents)
 
 
-_csr_p.def_impl(lambda *args, shape: _compiled(shape)(*args))
-_csr_p.def_abstract_eval(_abstract)
-mlir.register_lowering(_csr_p, mlir.lower_fun(_with_bcsr, multiple_results=False))
-mlir.register_lowering(_csr_p, _cpu_lowering, platform="cpu")
-batching.primitive_batchers[_csr_p] = _batched
-ad.primitive_jvps[_csr_p] = _jvp
+csr_primitive.def_impl(lambda *args, shape: _compiled(shape)(*args))
+csr_primitive.def_abstract_eval(_abstract)
+mlir.register_lowering(csr_primitive, mlir.lower_fun(_with_bcsr, multiple_results=False))
+mlir.register_lowering(csr_primitive, _cpu_lowering, platform="cpu")
+batching.primitive_batchers[csr_primitive] = _batched
+ad.primitive_jvps[csr_primitive] = _jvp
 
 
 @functools.cache
@@ -81,13 +81,11 @@ def _kernel_registered() -> bool:
         from jaxlib import cpu_sparse
     except ImportError:  # pragma: no cover - a jaxlib without the module
         return False
-    targets = dict((name, (fn, version)) for name, fn, version
-                   in cpu_sparse.registrations().get("cpu", []))
-    if _TARGET not in targets:  # pragma: no cover - a jaxlib that renamed it
-        return False
-    fn, version = targets[_TARGET]
-    jax.ffi.register_ffi_target(_TARGET, fn, platform="cpu", api_version=version)
-    return True
+    for name, fn, version in cpu_sparse.registrations().get("cpu", []):
+        if name == _TARGET:
+            jax.ffi.register_ffi_target(_TARGET, fn, platform="cpu", api_version=version)
+            return True
+    return False  # pragma: no cover - a jaxlib that renamed it
 
 
 def csr_matmul(values, cols, indptr, shape: tuple[int, int], rhs):
@@ -100,4 +98,4 @@ def csr_matmul(values, cols, indptr, shape: tuple[int, int], rhs):
               and _kernel_registered())
     if not native:
         return _with_bcsr(values, cols, indptr, rhs, shape=shape)
-    return _csr_p.bind(values, cols, indptr, rhs, shape=tuple(shape))
+    return csr_primitive.bind(values, cols, indptr, rhs, shape=tuple(shape))

@@ -165,7 +165,7 @@ def _all_heads(values, cols, indptr, shape, h):
     big_cols = (cols[None, :] + head * num_cols).reshape(-1)
     h2 = h.transpose(1, 0, 2).reshape(num_heads * num_cols, h.shape[2])
     out = csr_matmul(values.T.reshape(-1), big_cols, big_indptr,
-                      (num_heads * rows, num_heads * num_cols), h2)
+                     (num_heads * rows, num_heads * num_cols), h2)
     return out.reshape(num_heads, rows, h.shape[2]).transpose(1, 0, 2)
 
 
@@ -295,8 +295,8 @@ def _product_with_transposed_fwd(x, x_t, kernel):
 def _product_with_transposed_bwd(res, ct):
     x_t, kernel = res
     # d kernel = x^T @ ct from the stored copy, a row-major product; d x is
-    # what plain autodiff gives; the copy is x's, so its own cotangent is 0
-    return ct @ kernel.T, jnp.zeros_like(x_t), x_t @ ct
+    # what plain autodiff gives; the copy is x's, so it gets no cotangent (None)
+    return ct @ kernel.T, None, x_t @ ct
 
 
 _product_with_transposed.defvjp(_product_with_transposed_fwd, _product_with_transposed_bwd)
