@@ -87,6 +87,7 @@ from gnncore.utils import (
     gcn_norm,
     is_self_loop,
     remove_self_loops,
+    to_device,
     to_undirected,
 )
 
@@ -105,6 +106,6 @@ __all__ = [
     "SAGPooling", "segment_max", "segment_mean", "segment_min", "segment_reduce",
     "segment_softmax", "segment_std", "segment_sum", "segment_var", "SGConv",
     "SoftmaxAggregation", "SparseFeatures", "sparse_if_mostly_zero", "spmm", "StdAggregation",
-    "SumAggregation", "to_networkx", "to_undirected", "TopKPooling", "TransformerConv",
+    "SumAggregation", "to_device", "to_networkx", "to_undirected", "TopKPooling", "TransformerConv",
     "VarAggregation"
 ]

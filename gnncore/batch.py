@@ -24,10 +24,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from gnncore.graph import Graph, bucket_size
+from gnncore.utils import to_device
 
 __all__ = ["Batch"]
 
@@ -132,13 +132,13 @@ class Batch:
                 raise ValueError(f"y: {len(y)} labels for {g_real} graphs")
             labels = np.full(num_graphs, -1, np.int32)
             labels[:g_real] = y
-        # jnp.array: jnp.asarray / jnp.arange compile a program per new shape
-        return cls(graph=union, batch=jnp.array(node_graph),
-                   node_mask=jnp.array(np.arange(num_nodes) < n_real),
-                   edge_mask=jnp.array(edge_mask),
-                   graph_mask=jnp.array(np.arange(num_graphs) < g_real),
-                   y=None if labels is None else jnp.array(labels),
-                   ptr=jnp.array(ptr), num_graphs=num_graphs)
+        # host-built, then copied (jnp.arange would compile a program per new shape)
+        return cls(graph=union, batch=to_device(node_graph),
+                   node_mask=to_device(np.arange(num_nodes) < n_real),
+                   edge_mask=to_device(edge_mask),
+                   graph_mask=to_device(np.arange(num_graphs) < g_real),
+                   y=None if labels is None else to_device(labels),
+                   ptr=to_device(ptr), num_graphs=num_graphs)
 
     # ------------------------------------------------------------ properties
     @property

@@ -16,10 +16,10 @@ import dataclasses
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from gnncore.sparse import Adjacency
+from gnncore.utils import to_device
 
 __all__ = ["Graph", "bucket_size", "from_networkx", "to_networkx"]
 
@@ -156,11 +156,9 @@ class Graph:
         adj = Adjacency.from_edge_index(ei, num_nodes) if sorted_ else None
 
         def dev(a):
-            # jnp.array, not jnp.asarray: in jax 0.10 asarray of a host array
-            # compiles a conversion for every new shape (~12 ms each)
-            return None if a is None else jnp.array(a)
+            return None if a is None else to_device(a)
 
-        edge_index = jnp.array(ei.astype(np.int32)) if adj is None else adj.edge_index
+        edge_index = to_device(ei.astype(np.int32)) if adj is None else adj.edge_index
         return cls(x=dev(xs), edge_index=edge_index,
                    edge_weight=dev(ew), edge_attr=dev(ea), y=dev(ys),
                    train_mask=dev(masks["train_mask"]), val_mask=dev(masks["val_mask"]),

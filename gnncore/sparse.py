@@ -28,6 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from gnncore.csr_kernel import csr_matmul
+from gnncore.utils import to_device
 from gnncore.xla import REDUCTIONS_IN_XLA
 
 __all__ = ["SPARSE_FEATURES_MAX_DENSITY", "SPARSE_FEATURES_MIN_ENTRIES", "Adjacency",
@@ -93,11 +94,10 @@ class Adjacency:
                              "edge_index (and its per-edge arrays) first, e.g. with "
                              "Graph.from_arrays")
         perm = np.lexsort((dst, src))
-        # host arrays: jnp.array (jnp.asarray compiles a conversion per new shape)
-        return cls(edge_index=jnp.array(ei.astype(np.int32)),
-                   indptr=jnp.array(_row_pointers(dst, num_dst)),
-                   perm=jnp.array(perm.astype(np.int32)),
-                   t_indptr=jnp.array(_row_pointers(src, num_src)),
+        return cls(edge_index=to_device(ei.astype(np.int32)),
+                   indptr=to_device(_row_pointers(dst, num_dst)),
+                   perm=to_device(perm.astype(np.int32)),
+                   t_indptr=to_device(_row_pointers(src, num_src)),
                    num_src=num_src, num_dst=num_dst)
 
     @property
@@ -260,7 +260,7 @@ class SparseFeatures:
         rows, cols = np.nonzero(x)  # row-major: sorted by node, then feature
         pattern = Adjacency.from_edge_index(np.stack([cols, rows]),
                                             size=(x.shape[1], x.shape[0]))
-        return cls(pattern=pattern, values=jnp.array(x[rows, cols]))
+        return cls(pattern=pattern, values=to_device(x[rows, cols]))
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -332,7 +332,7 @@ class DenseFeatures:
         x = np.asarray(x)
         if x.ndim != 2:
             raise ValueError(f"features must be [num_nodes, F]; got shape {x.shape}")
-        return cls(x=jnp.asarray(x), x_t=jnp.asarray(np.ascontiguousarray(x.T)))
+        return cls(x=to_device(x), x_t=to_device(np.ascontiguousarray(x.T)))
 
     @property
     def shape(self) -> tuple[int, int]:

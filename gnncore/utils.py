@@ -31,8 +31,22 @@ __all__ = [
     "gcn_norm",
     "is_self_loop",
     "remove_self_loops",
+    "to_device",
     "to_undirected",
 ]
+
+
+def to_device(a) -> jax.Array:
+    """A host array (numpy, list, scalar) as a JAX array on the default device,
+    copied straight there: no compile.
+
+    In jax 0.10, ``jnp.array`` and ``jnp.asarray`` of a numpy array compile and
+    run a small identity program for every new shape and dtype (8-25 ms each on
+    CPU), so building a graph of a new size cost a compile per array. The dtype
+    is canonicalised as they do it (float64 -> float32, int64 -> int32 unless
+    x64 is on); the result never shares memory with ``a``. Host data only:
+    outside jit, like the graph builders that use it."""
+    return jax.device_put(np.asarray(a), may_alias=False)
 
 
 def as_edge_index(edge_index):
@@ -275,7 +289,7 @@ def coalesce(edge_index, edge_weight=None, num_nodes: int | None = None,
     first = np.ones(num_edges, dtype=bool)
     first[1:] = key[1:] != key[:-1]
     starts = np.flatnonzero(first)
-    out_index = jnp.asarray(ei[:, order][:, starts])
+    out_index = to_device(ei[:, order][:, starts])
     if w is None:
         return out_index, None
     sw = w[order]
@@ -283,7 +297,7 @@ def coalesce(edge_index, edge_weight=None, num_nodes: int | None = None,
     if reduce == "mean" and num_edges:
         counts = np.diff(np.append(starts, num_edges))
         out_w = out_w / counts.reshape((-1,) + (1,) * (sw.ndim - 1))
-    return out_index, jnp.asarray(out_w.astype(w.dtype))
+    return out_index, to_device(out_w.astype(w.dtype))
 
 
 def to_undirected(edge_index, edge_weight=None, num_nodes: int | None = None, *,

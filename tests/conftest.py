@@ -98,6 +98,13 @@ def xla_compiles(action) -> int:
     return _jax_events(action, "/jax/core/compile/backend_compile_duration", timed=True)
 
 
+def lowerings(action) -> int:
+    """How many programs ``action()`` lowered to XLA: every jit or eager
+    operation of a new shape, whether the compilation cache then answers or not
+    (so another test's or worker's compiles cannot hide one)."""
+    return _jax_events(action, "/jax/core/compile/jaxpr_to_mlir_module_duration", timed=True)
+
+
 def cache_misses(action) -> int:
     """How many compiles in this process ``action()`` looked up in the
     compilation cache without finding them (the workers share one cache

@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, ClassVar
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from explorer.engine.inputs import EvalTargets, StepInputs
@@ -24,7 +23,14 @@ from explorer.sources import (
     load_graph_dataset,
     split_graphs,
 )
-from gnncore import Batch, Graph, SparseFeatures, bucket_size, sparse_if_mostly_zero
+from gnncore import (
+    Batch,
+    Graph,
+    SparseFeatures,
+    bucket_size,
+    sparse_if_mostly_zero,
+    to_device,
+)
 
 if TYPE_CHECKING:
     from explorer.config import RunConfig
@@ -81,8 +87,8 @@ class Task:
 
 def _targets(labels, masks) -> EvalTargets:
     """Device copies, built on the host: no per-shape compile."""
-    return EvalTargets(jnp.asarray(np.asarray(labels, np.int32)),
-                       *(jnp.asarray(np.asarray(m, bool)) for m in masks))
+    return EvalTargets(to_device(np.asarray(labels, np.int32)),
+                       *(to_device(np.asarray(m, bool)) for m in masks))
 
 
 class NodeTask(Task):
@@ -103,7 +109,7 @@ class NodeTask(Task):
         g, n = graph, graph.num_nodes
         if bucket_padding:
             g = g.pad_to(bucket_size(n + 1), bucket_size(g.num_edges))
-        node_mask = jnp.asarray(np.arange(g.num_nodes) < n)  # host-built: no per-shape compile
+        node_mask = to_device(np.arange(g.num_nodes) < n)  # host-built: no per-shape compile
         # Large mostly-zero features (Cora's words, the one-hot ids of a big graph) as
         # CSR: the first layer's product then costs the non-zeros only. Not with
         # buckets: the number of non-zeros would change the shapes at every edit.
@@ -157,7 +163,7 @@ class GraphTask(Task):
         self.num_classes = max(int(self.labels.max()) + 1, 2)
         train = np.zeros(b.num_graphs, bool)
         train[:len(graphs)] = split[0]
-        self.inputs = StepInputs(b.x, b.adj, b.edge_weight, b.y, jnp.asarray(train),
+        self.inputs = StepInputs(b.x, b.adj, b.edge_weight, b.y, to_device(train),
                                  b.node_mask, b.batch, b.num_graphs)
         self.targets = _targets(self.labels, split)
 

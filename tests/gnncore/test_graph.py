@@ -5,8 +5,18 @@ import jax.numpy as jnp
 import networkx as nx
 import numpy as np
 import pytest
+from conftest import lowerings
 
-from gnncore import Graph, from_networkx, to_networkx
+from gnncore import (
+    Batch,
+    DenseFeatures,
+    Graph,
+    SparseFeatures,
+    coalesce,
+    from_networkx,
+    to_device,
+    to_networkx,
+)
 
 
 def small_graph(**kw):
@@ -120,3 +130,44 @@ def test_from_networkx_errors():
     G.add_node(1, x=[1.0])
     with pytest.raises(ValueError, match="different lengths"):
         from_networkx(G)
+
+
+def test_host_data_reaches_the_device_without_compiling():
+    """Graphs, batches and feature matrices of sizes never seen before are copied
+    to the device as they are: nothing is lowered or compiled (``jnp.array`` of a
+    numpy array compiles a program per new shape in jax 0.10; a drawn node or
+    edge then cost a compile per array). The sizes differ on every call, so no
+    earlier test and no cache can have seen them."""
+    rng = np.random.default_rng(0)
+    made = []
+
+    def build(n, e):
+        ei = rng.integers(0, n, (2, e))
+        x = rng.normal(size=(n, 5)) * (rng.random((n, 5)) < 0.3)  # float64 on purpose
+        g = Graph.from_arrays(ei, x, y=rng.integers(0, 3, n), edge_weight=rng.random(e),
+                              edge_attr=rng.normal(size=(e, 2)),
+                              train_mask=rng.random(n) < 0.5)
+        half = Graph.from_arrays(ei[:, : e // 2], x, edge_attr=rng.normal(size=(e // 2, 2)))
+        b = Batch.from_graphs([g, half], [0, 1],
+                              num_nodes=2 * n + 3, num_edges=2 * e + 5, num_graphs=3)
+        made.extend([g, b, SparseFeatures.from_dense(x), DenseFeatures.from_dense(x),
+                     coalesce(ei, rng.random(e), n), to_device([n, e]), to_device(2.5)])
+
+    for n, e in ((37, 101), (53, 149), (71, 197)):
+        assert lowerings(lambda n=n, e=e: build(n, e)) == 0, (n, e)
+    g, b, sparse, dense, (ei, ew), sizes, scalar = made[-7:]
+    assert (g.x.dtype, g.y.dtype, g.edge_index.dtype, g.edge_weight.dtype,
+            g.train_mask.dtype) == (jnp.float32, jnp.int32, jnp.int32, jnp.float32, jnp.bool_)
+    assert (b.batch.dtype, b.node_mask.dtype, b.ptr.dtype) == (jnp.int32, jnp.bool_, jnp.int32)
+    assert (sparse.values.dtype, dense.x.dtype, dense.x_t.dtype) == (jnp.float32,) * 3
+    assert (ei.dtype, ew.dtype, sizes.dtype, scalar.dtype) == (jnp.int32, jnp.float32,
+                                                               jnp.int32, jnp.float32)
+    np.testing.assert_array_equal(np.asarray(sizes), [71, 197])
+
+
+def test_to_device_copies_and_never_shares_the_host_buffer():
+    host = np.zeros((64, 64), np.float32)
+    on_device = to_device(host)
+    host[0, 0] = 5.0
+    assert float(on_device[0, 0]) == 0.0
+    assert isinstance(on_device, jax.Array) and on_device.shape == (64, 64)
