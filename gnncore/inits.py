@@ -9,6 +9,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from gnncore.utils import to_device
+
 __all__ = ["glorot", "linear", "torch_bias", "torch_kernel", "zeros"]
 
 # An initialiser runs once per new weight shape, eagerly: as plain JAX calls it
@@ -51,7 +53,7 @@ def _zeros(key, shape, dtype=jnp.float32, out_sharding=None):
     """Zeros: copied from the host (nothing to compile) unless traced."""
     if out_sharding is not None or isinstance(key, jax.core.Tracer):
         return jnp.zeros(shape, dtype, out_sharding=out_sharding)
-    return jax.device_put(np.zeros(shape, jnp.dtype(dtype)))
+    return to_device(np.zeros(shape, jnp.dtype(dtype)))
 
 
 glorot = _compiled_once(nnx.initializers.glorot_uniform())
