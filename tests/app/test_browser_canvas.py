@@ -416,6 +416,11 @@ def test_prediction_colours_follow_training_live(app):
             redraws = int(canvas(page).get_attribute("data-updates")) - first
             if len(seen) >= 2 and redraws >= 3:
                 break
+        if page.locator(".st-key-t_pause button:visible").is_disabled():
+            # seen once in a full run on a loaded machine, not reproduced since: say why
+            pytest.fail("training stopped by itself while the colours were watched "
+                        f"({redraws} redraws, {len(seen)} colourings); the train panel: "
+                        + column(page, "Train").inner_text()[:1500])
         click(page, "t_pause")
         assert redraws >= 3, f"the canvas was redrawn {redraws} times while training"
         assert len(seen) >= 2, "the prediction colours never changed while training"
