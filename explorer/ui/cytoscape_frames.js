@@ -34,6 +34,7 @@ const gcFrames = (() => {
   };
   return {
     counts,
+    settings: { idleFrameMs: IDLE_FRAME_MS, awakeMs: AWAKE_MS }, // for tests
     request(frame) {
       counts.asked += 1;
       if (performance.now() < awakeUntil) {
