@@ -56,7 +56,6 @@ globalThis.gcFrames = gcFrames;
 // The page's window, except for requestAnimationFrame. A window method called on a
 // proxy throws ("Illegal invocation"), so methods are bound to the real window;
 // constructors (they have a prototype) come through as they are.
-// eslint-disable-next-line no-shadow-restricted-names, no-unused-vars
 const window = new Proxy(globalThis, {
   get(target, name) {
     if (name === "requestAnimationFrame") return gcFrames.request;
