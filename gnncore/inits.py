@@ -49,7 +49,7 @@ def _compiled_once(init):
     return call
 
 
-def _zeros(key, shape, dtype=jnp.float32, out_sharding=None):
+def zeros(key, shape, dtype=jnp.float32, out_sharding=None):
     """Zeros: copied from the host (nothing to compile) unless traced."""
     if out_sharding is not None or isinstance(key, jax.core.Tracer):
         return jnp.zeros(shape, dtype, out_sharding=out_sharding)
@@ -57,7 +57,6 @@ def _zeros(key, shape, dtype=jnp.float32, out_sharding=None):
 
 
 glorot = _compiled_once(nnx.initializers.glorot_uniform())
-zeros = _zeros
 # torch.nn.Linear's kaiming_uniform(a=sqrt(5)): U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
 torch_kernel = _compiled_once(nnx.initializers.variance_scaling(1.0 / 3.0, "fan_in", "uniform"))
 

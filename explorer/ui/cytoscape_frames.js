@@ -9,8 +9,8 @@
 // its requestAnimationFrame (its element code reaches the page through
 // cy.window(), the container's own window). Its frames run at the display's rate
 // while the canvas is awake and are held otherwise, released IDLE_FRAME_MS later.
-// The canvas wakes the gate on every redraw Cytoscape asks for (graph_canvas.js
-// wraps the renderer's redraw), so a click or a drag is drawn on the next frame,
+// Every redraw Cytoscape asks for wakes the gate (follow(cy) wraps the renderer's
+// redraw; graph_canvas.js calls it), so a click or a drag is drawn on the next frame,
 // and it stays awake AWAKE_MS after the last one (Cytoscape finishes its cached
 // textures over the following frames). Anything that changes the view without a
 // redraw request still gets its frame, IDLE_FRAME_MS late.
@@ -48,6 +48,16 @@ const gcFrames = (() => {
     wake() {
       awakeUntil = performance.now() + AWAKE_MS;
       if (held.size) release("woken");
+    },
+    follow(cy) {
+      const renderer = cy.renderer();
+      const redraw = renderer.redraw;
+      const wake = this.wake;
+      renderer.redraw = function (...args) {
+        wake();
+        return redraw.apply(this, args);
+      };
+      wake();
     },
   };
 })();

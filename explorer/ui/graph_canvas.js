@@ -93,24 +93,10 @@ class GraphCanvas {
       container: this.box, style: STYLE, boxSelectionEnabled: true, selectionType: "single",
       minZoom: 0.02, maxZoom: 8, layout: { name: "preset" },
     });
-    this.wakeOnRedraw();
+    globalThis.gcFrames.follow(this.cy); // held frames, woken by each redraw (cytoscape_frames.js)
     this.box.gcCanvas = this; // for tests and debugging: the live instance
     globalThis.gcMounts = (globalThis.gcMounts || 0) + 1;
     this.bind();
-  }
-
-  // Cytoscape's frames are held while nothing changes (cytoscape_frames.js): every
-  // redraw it asks for wakes them, so the change is drawn on the next frame.
-  wakeOnRedraw() {
-    const frames = globalThis.gcFrames;
-    const renderer = this.cy.renderer();
-    if (!frames || !renderer || typeof renderer.redraw !== "function") return;
-    const redraw = renderer.redraw;
-    renderer.redraw = function (...args) {
-      frames.wake();
-      return redraw.apply(this, args);
-    };
-    frames.wake();
   }
 
   // ----------------------------------------------------------- outgoing
