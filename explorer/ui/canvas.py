@@ -58,8 +58,11 @@ def _cytoscape():
     (it sets ``globalThis.cytoscape``). Its message never changes, so after the
     first time Streamlit sends a reference to the browser's cached copy; inside
     the canvas, whose data changes on every redraw, it was sent in full each
-    time, which cost a busy 2-core machine up to a third of a second a click."""
-    js = (CYTOSCAPE.read_text(encoding="utf-8")
+    time, which cost a busy 2-core machine up to a third of a second a click.
+    ``cytoscape_frames.js`` comes first: Cytoscape's frames run only while the
+    canvas has something to draw."""
+    js = ((HERE / "cytoscape_frames.js").read_text(encoding="utf-8")
+          + CYTOSCAPE.read_text(encoding="utf-8")
           + "\nexport default function () { return () => {}; }\n")
     return st.components.v2.component("gnn_explorer.cytoscape", js=js)
 

@@ -93,6 +93,7 @@ class GraphCanvas {
       container: this.box, style: STYLE, boxSelectionEnabled: true, selectionType: "single",
       minZoom: 0.02, maxZoom: 8, layout: { name: "preset" },
     });
+    globalThis.gcFrames.follow(this.cy); // held frames, woken by each redraw (cytoscape_frames.js)
     this.box.gcCanvas = this; // for tests and debugging: the live instance
     globalThis.gcMounts = (globalThis.gcMounts || 0) + 1;
     this.bind();

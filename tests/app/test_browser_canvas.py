@@ -302,6 +302,46 @@ def test_a_click_is_answered_without_sending_cytoscape_again(app):
         context.close()
 
 
+_FRAMES_JS = """() => ({...globalThis.gcFrames.counts,
+    redraws: document.querySelector('.gc-box').gcCanvas.cy.renderer().redrawCount || 0})"""
+
+
+def test_an_idle_canvas_holds_its_frames_and_a_click_draws_at_once(app):
+    """Cytoscape's renderer asks for a frame 60 times a second for as long as
+    the page is open (0.15-0.25 of a core with nothing moving). The canvas
+    holds those frames while nothing changes (explorer/ui/cytoscape_frames.js):
+    a few a second reach Cytoscape on an idle page, and a click on a node wakes
+    them, so its selection is drawn by a frame the click released."""
+    context, page = open_graph(app, "?graph=house")
+    try:
+        settled(page, nodes=5, edges=6)
+        pos = screen(page)
+        settings = page.evaluate("globalThis.gcFrames.settings")
+        page.wait_for_timeout(settings["awakeMs"] + 500)  # past the last redraw's awake time
+        before = page.evaluate(_FRAMES_JS)
+        page.wait_for_timeout(2000)
+        idle = page.evaluate(_FRAMES_JS)
+        ran = (idle["passed"] + idle["woken"] + idle["timed"]
+               - before["passed"] - before["woken"] - before["timed"])
+        assert idle["asked"] > before["asked"], "Cytoscape's render loop stopped"
+        # one held frame per release, and a release every idleFrameMs (60 fps would be 120)
+        most = 2 * 2000 // settings["idleFrameMs"] + 4
+        assert ran <= most, f"{ran} frames reached Cytoscape in 2 s on an idle page (> {most})"
+        assert idle["redraws"] == before["redraws"], "the idle canvas drew itself again"
+        page.mouse.click(*pos["1"])
+        page.wait_for_function(
+            f"(() => {{ const c = ({_FRAMES_JS})(); return c.redraws > {idle['redraws']}; }})()",
+            timeout=STEP_MS)
+        clicked = page.evaluate(_FRAMES_JS)
+        assert clicked["woken"] > idle["woken"], (
+            "the click's redraw did not wake the held frames", idle, clicked)
+        settled(page)
+        expect(page.locator(".st-key-g_pick"), "the click did not select node 1").to_contain_text(
+            "1")
+    finally:
+        context.close()
+
+
 def test_box_select_delete_then_undo_and_redo(app):
     context, page = open_graph(app, "?graph=house")
     try:
