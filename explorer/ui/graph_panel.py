@@ -194,21 +194,43 @@ def _drawing(ws: Workspace) -> None:
         st.rerun()
 
 
-def _pick(ws: Workspace) -> None:
-    ws.select(_S.g_pick)
+def _pick(ws: Workspace, key: str) -> None:
+    if key == _pick_key():  # not a box the page no longer shows (see _selection)
+        ws.select(_S[key])
+
+
+def _pick_key() -> str:
+    # a few keys in turn: Streamlit keeps a record of every widget key it has seen
+    return f"g_pick_{_S.get('g_pick_generation', 0) % 16}"
 
 
 def _selection(ws: Workspace, view_nodes) -> None:
     """The "Selected nodes" box: in the canvas's fragment, so a click on the
-    canvas shows here in the same answer."""
+    canvas shows here in the same answer.
+
+    When the canvas (or an edit) changes the selection, the box is drawn anew
+    under a new key, with the selection as its default:
+    - a rerun the page sends before it has that answer (a label typed right
+      after a click, a resent canvas event) still carries the old box's value;
+      under the old key that is not a pick (:func:`_pick`), where it would
+      select the old nodes again;
+    - a default is in every answer, where a value set through the session
+      state is in the first only, and a page that takes in several answers at
+      once (a busy browser) can skip that one and show an empty box."""
     d = ws.drawing
     selected = list(ws.selected)
-    if _S.get("g_pick") != selected:
-        _S.g_pick = selected  # the canvas (or an edit) changed the selection
+    shown = _S.get(_pick_key(), _S.get("g_pick_drawn"))
+    if shown is None or sorted(set(shown)) != selected:  # (a pick in the box keeps it)
+        _S.g_pick_generation = _S.get("g_pick_generation", 0) + 1
+        _S.pop(_pick_key(), None)  # a key used before (they come round again)
+        _S.g_pick_drawn = selected
+    key = _pick_key()
     options = sorted(set(view_nodes) | set(selected))
-    st.multiselect("Selected nodes", options, key="g_pick", on_change=_pick, args=(ws,),
-                   format_func=lambda i: d.names[i],
-                   placeholder="click nodes on the canvas (shift-click for more) or pick here")
+    with st.container(key="g_pick"):  # one name for the box, whatever its key
+        st.multiselect("Selected nodes", options, default=_S.g_pick_drawn, key=key,
+                       on_change=_pick, args=(ws, key), format_func=lambda i: d.names[i],
+                       placeholder="click nodes on the canvas (shift-click for more) or pick "
+                                   "here")
 
 
 def _tools(ws: Workspace) -> None:

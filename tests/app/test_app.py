@@ -274,16 +274,22 @@ def test_an_edge_added_in_the_edge_editor_reaches_the_engine(at):
     assert "edges 156 -> 158" in ws.run.history[-1].trace_cause
 
 
+def _picker(at):
+    """The "Selected nodes" box (its key changes with each selection the canvas makes)."""
+    (box,) = [m for m in at.multiselect if m.label == "Selected nodes"]
+    return box
+
+
 def test_graph_tools_use_the_selection(at):
     ws = _ws(at)
-    at.multiselect(key="g_pick").set_value([0, 9]).run()
+    _picker(at).set_value([0, 9]).run()
     at.button(key="g_connect").click().run()
     _ok(at)
     assert ws.drawing.has_edge(0, 9) and _metric(at, "Edges") == "79"
     assert ws.selected == (0, 9)  # the selection stays, and is what the canvas shows
     at.button(key="g_connect").click().run()
     assert "already connected" in _texts(at.error)
-    at.multiselect(key="g_pick").set_value([0]).run()
+    _picker(at).set_value([0]).run()
     at.button(key="g_connect").click().run()
     assert "select exactly two nodes to connect (selected: 1)" in _texts(at.error)
     at.button(key="g_undo").click().run()

@@ -25,6 +25,7 @@ from test_browser import (  # noqa: F401  (app is a fixture)
     COMPILE_MS,
     LOAD_MS,
     STEP_MS,
+    VIEWPORT,
     app,
     click,
     column,
@@ -338,6 +339,91 @@ def test_an_idle_canvas_holds_its_frames_and_a_click_draws_at_once(app):
         settled(page)
         expect(page.locator(".st-key-g_pick"), "the click did not select node 1").to_contain_text(
             "1")
+    finally:
+        context.close()
+
+
+class HeldAnswers:
+    """The page's Streamlit websocket, with the server's messages held while
+    ``on`` (as a slow server holds them) and then delivered in order."""
+
+    def __init__(self, page):
+        self.on = False
+        self.held: list = []
+        self.client = None
+        page.route_web_socket(re.compile(r"/_stcore/stream"), self._route)
+
+    def _route(self, ws):
+        self.client = ws
+        server = ws.connect_to_server()  # what the page sends still goes straight through
+        server.on_message(lambda m: self.held.append(m) if self.on else ws.send(m))
+
+    def release(self):
+        while self.held:  # a message may arrive while one is delivered
+            self.client.send(self.held.pop(0))
+        self.on = False
+
+
+def test_a_label_typed_before_the_clicks_answer_keeps_the_clicked_node_selected(app):
+    """A click on node 2, then its label typed, while the page still waits for
+    the click's answer (a busy server): the rerun the label sends carries the
+    "Selected nodes" box as the page last had it (node 0). That old value must
+    not count as a new pick, which once selected node 0 again on the server and
+    the canvas, after node 2 was labelled."""
+    context = app.browser.new_context(viewport=VIEWPORT)
+    try:
+        page = context.new_page()
+        answers = HeldAnswers(page)
+        page.goto(app.url + "?graph=house", timeout=LOAD_MS)
+        expect(canvas(page)).to_have_attribute("data-nodes", "5", timeout=LOAD_MS)
+        settled(page, nodes=5, edges=6)
+        pos = screen(page)
+        page.mouse.click(*pos["0"])
+        settled(page)
+        picked = page.locator(".st-key-g_pick")
+        expect(picked).to_contain_text("0")
+        answers.on = True
+        page.mouse.click(*pos["2"])
+        # the canvas sends the click, the server answers it (held); then the
+        # label goes out with the page's widget values, still node 0 in the box
+        page.wait_for_timeout(2500)
+        canvas(page).focus()
+        page.keyboard.type("1")
+        page.keyboard.press("Enter")
+        page.wait_for_timeout(2500)
+        assert canvas(page).get_attribute("data-pending") != "0", "the answers were not held"
+        answers.release()
+        settled(page)
+        expect(page.get_by_text("labelled 1 node(s) 1").first).to_be_visible(timeout=STEP_MS)
+        assert canvas(page).evaluate(_SELECTED_JS) == ["2"], "the canvas lost the clicked node"
+        expect(picked, "the server lost the clicked node").to_contain_text("2")
+        expect(picked).not_to_contain_text("0")
+        tip = canvas(page).evaluate(
+            "(box) => box.gcCanvas.cy.getElementById('2').data('tip')")
+        assert "label 1" in tip, tip
+    finally:
+        context.close()
+
+
+def test_nodes_picked_in_the_selected_nodes_box_are_selected_on_the_canvas(app):
+    """Typed into the "Selected nodes" box one after the other (the box is not
+    drawn anew between the two: a pick there is already what Python has)."""
+    context, page = open_graph(app, "?graph=house")
+    try:
+        settled(page, nodes=5, edges=6)
+        picked = page.locator(".st-key-g_pick")
+        picked.locator("input").click()
+        page.keyboard.type("1")
+        page.keyboard.press("Enter")
+        page.keyboard.type("3")
+        page.keyboard.press("Enter")
+        page.keyboard.press("Escape")
+        expect(picked.locator("[data-tag]")).to_have_count(2, timeout=STEP_MS)
+        page.wait_for_function(
+            f"JSON.stringify(({_SELECTED_JS})(document.querySelector('.gc-box')).sort())"
+            " === '[\"1\",\"3\"]'", timeout=STEP_MS)
+        wait_idle(page)
+        expect(picked.locator("[data-tag]")).to_have_count(2)
     finally:
         context.close()
 
