@@ -48,15 +48,18 @@ def _host(value) -> np.ndarray:
     return np.array(value, copy=True)
 
 
-def _variables(*nodes):
+def _variables(*nodes, states: Sequence | None = None):
     """``(name, kind, value)`` of every array variable of ``nodes``, in one fixed
     order: the names and order of :func:`snapshot` and :func:`traced_changes`.
-    ``value`` is the variable's array as it is (a tracer inside ``jit``)."""
+    ``value`` is the variable's array as it is (a tracer inside ``jit``).
+    ``states``: ``nnx.state(node)`` of each node where the caller has it
+    already (``None`` items are read here)."""
     names = [type(node).__name__.lower() for node in nodes]
     for i, node in enumerate(nodes):
         prefix = () if len(nodes) == 1 else (
             (names[i],) if names.count(names[i]) == 1 else (f"{names[i]}{i}",))
-        state = node if isinstance(node, nnx.State) else nnx.state(node)
+        state = states[i] if states is not None and states[i] is not None else (
+            node if isinstance(node, nnx.State) else nnx.state(node))
         for path, var in nnx.to_flat_state(state):
             value = var.get_value()
             if value is None or not hasattr(value, "shape"):
@@ -65,9 +68,11 @@ def _variables(*nodes):
             yield name, _kind(tuple(path), var), value
 
 
-def snapshot(*nodes) -> dict[str, tuple[str, np.ndarray]]:
-    """Host copies of every array variable of ``nodes``: ``{path: (kind, value)}``."""
-    return {name: (kind, _host(value)) for name, kind, value in _variables(*nodes)}
+def snapshot(*nodes, states: Sequence | None = None) -> dict[str, tuple[str, np.ndarray]]:
+    """Host copies of every array variable of ``nodes``: ``{path: (kind, value)}``
+    (``states``: see :func:`_variables`)."""
+    return {name: (kind, _host(value))
+            for name, kind, value in _variables(*nodes, states=states)}
 
 
 def variable_kinds(*nodes) -> list[tuple[str, str]]:

@@ -84,6 +84,31 @@ def _hidden(model, inputs):
     return recipe.forward(model, inputs, return_hidden=True)[1]
 
 
+def _eval_graphdef(model) -> nnx.GraphDef:
+    """The model's structure in eval mode (no dropout; batch norm on its
+    running statistics), for :func:`_evaluate_state`."""
+    model.eval()
+    try:
+        return nnx.graphdef(model)
+    finally:
+        model.train()
+
+
+def _splits(accs) -> dict[str, float]:
+    return {name: float(a) for name, a in zip(("train", "val", "test"), accs)}
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _evaluate_state(graphdef, state, inputs, targets):
+    """:func:`recipe.evaluate` on the model rebuilt from ``state`` with
+    ``graphdef``, its structure in eval mode: the run's modules are neither
+    switched to eval mode and back nor walked as a pytree for each evaluation
+    (three walks of every module, a third of a karate step's time). Pure, so
+    plain ``jax.jit``; equal graphdefs (runs of the same architecture, in any
+    session) share one compile."""
+    return recipe.evaluate(nnx.merge(graphdef, state), inputs, targets)
+
+
 def _compile(fn, args) -> None:
     fn.lower(*args).compile()
 
@@ -159,8 +184,7 @@ class Run:
         self._pending_cause = "first call"
         #: per step, how every variable changed (the parameter-change heatmap)
         self.changes: list[list[VariableChange]] = []
-        # pure eval-mode forward + metrics: plain jax.jit is safe (it mutates nothing)
-        self._eval = jax.jit(recipe.evaluate)
+        self._eval_graphdef = _eval_graphdef(self.model)  # see _evaluate_state
         self._evaluated = None  # (inputs it was computed from, its outputs): see _evaluate
         self._warming: threading.Thread | None = None
         #: the training step compiled by the warm-up ("seconds", "traced"); empty
@@ -351,7 +375,13 @@ class Run:
 
     def _one_step(self) -> StepRecord:
         before_traces = self.trace_count
-        good_state = self.stepper.checkpoint()
+        # The modules' live variables, read once a step: every mode updates them in
+        # place (nnx.jit's propagation, nnx.update), so after the step (and the
+        # functional mode's sync) this same state holds their new values for the
+        # metrics and the snapshot. Each walk of the modules costs about as much as
+        # the compiled karate step itself.
+        live = nnx.state((self.model, self.optimizer))
+        good_state = self.stepper.checkpoint(live)
         start = time.perf_counter()
         with counting(self._counter):
             loss = self.stepper(self.inputs)
@@ -361,8 +391,10 @@ class Run:
         step_no = len(self.history) + 1
         if not math.isfinite(loss):
             self._stop(good_state, f"loss became {loss} at step {step_no}")
-        accs = self.accuracies()  # syncs the functional mode's state into the modules
-        current = snapshot(self.model, self.optimizer)  # host copies of every variable
+        self.sync()  # the functional mode's state into the modules
+        accs = self._accuracies(live[0])
+        current = snapshot(self.model, self.optimizer,  # host copies of every variable
+                           states=(live[0], live[1]))
         broken = [path for path, (kind, value) in current.items()
                   if kind == "parameter" and not np.all(np.isfinite(value))]
         if broken:
@@ -492,17 +524,18 @@ class Run:
         or the graph changed: the key holds the very arrays it was computed
         from, compared by identity (JAX arrays are immutable)."""
         self.sync()
+        return self._evaluate_now(nnx.state(self.model))
+
+    def _evaluate_now(self, state):
+        """:meth:`_evaluate` with the model's state read (and synced) already."""
         self._finish_warm_up()
-        key = (self.task.inputs, self.task.targets, *jax.tree.leaves(nnx.state(self.model)))
+        key = (self.task.inputs, self.task.targets, *jax.tree.leaves(state))
         cached = self._evaluated
         if cached is not None and len(cached[0]) == len(key) and all(
                 a is b for a, b in zip(cached[0], key)):
             return cached[1]
-        self.model.eval()
-        try:
-            logits, pred, accs = self._eval(self.model, self.task.inputs, self.task.targets)
-        finally:
-            self.model.train()
+        logits, pred, accs = _evaluate_state(self._eval_graphdef, state, self.task.inputs,
+                                             self.task.targets)
         out = (logits, pred, np.asarray(accs))
         self._evaluated = (key, out)
         return out
@@ -520,16 +553,15 @@ class Run:
         its first call, which is what they measure. Steps and evaluations wait
         for this thread. Returns the thread (already running)."""
         if self._warming is None:
-            clone = nnx.clone(self.model)  # eval mode on a copy: the run stays in train mode
-            clone.eval()
-            args = (clone, self.task.inputs, self.task.targets)
+            args = (self._eval_graphdef, nnx.state(self.model), self.task.inputs,
+                    self.task.targets)
             ahead = self.stepper.ahead(self.task.inputs, self.task.targets)
             dropped = threading.Event()
             weakref.finalize(self, dropped.set)
             # the thread gets what it compiles, not the run: a run replaced while
             # it compiles is freed when it ends
             self._warming = threading.Thread(
-                target=_warm, args=(self._eval, args, ahead, self._counter,
+                target=_warm, args=(_evaluate_state, args, ahead, self._counter,
                                     self.compiled_ahead, dropped), name="warm-up", daemon=True)
             self._warming.start()
         return self._warming
@@ -562,8 +594,10 @@ class Run:
     def accuracies(self) -> dict[str, float]:
         """Eval-mode accuracy on the train, val and test nodes (or graphs);
         0 for an empty split."""
-        accs = self._evaluate()[2]
-        return {name: float(a) for name, a in zip(("train", "val", "test"), accs)}
+        return _splits(self._evaluate()[2])
+
+    def _accuracies(self, state) -> dict[str, float]:
+        return _splits(self._evaluate_now(state)[2])
 
     # --------------------------------------------------------------- helpers
     def _stop(self, good_state, what: str, unit: str = "this step"):

@@ -276,9 +276,12 @@ class Stepper:
         """Write a threaded state back into the modules (a no-op unless the mode
         threads one)."""
 
-    def checkpoint(self) -> Any:
-        """A copy of the trainable state, for :meth:`restore` after a bad step."""
-        return jax.tree.map(lambda a: a, nnx.state((self.model, self.optimizer)))
+    def checkpoint(self, live: nnx.State | None = None) -> Any:
+        """A copy of the trainable state, for :meth:`restore` after a bad step
+        (``live``: ``nnx.state((model, optimizer))`` where the caller has it)."""
+        if live is None:
+            live = nnx.state((self.model, self.optimizer))
+        return jax.tree.map(lambda a: a, live)
 
     def restore(self, state) -> None:
         nnx.update((self.model, self.optimizer), state)
@@ -383,7 +386,7 @@ class _ThreadedState(Stepper):
     def sync(self) -> None:
         nnx.update((self.model, self.optimizer), self._state)
 
-    def checkpoint(self):
+    def checkpoint(self, live=None):
         return self._state  # immutable arrays: the state itself is the copy
 
     def restore(self, state) -> None:

@@ -9,6 +9,7 @@ from conftest import xla_compiles
 from flax import nnx
 from graphs import with_edge
 
+from explorer.audit import compare_snapshots, snapshot
 from explorer.cli import _parser
 from explorer.config import LayerConfig, RunConfig
 from explorer.engine import STEPPERS, Run, TrainingStopped, steppers
@@ -232,15 +233,30 @@ def _eager_accuracies(run):
                                ("test", g.test_mask))}
 
 
-@pytest.mark.parametrize("mode", ["nnx.jit", "functional"])
-def test_accuracies_follow_every_step_and_every_graph_edit(mode):
+def _fresh_snapshot(run):
+    run.sync()
+    return snapshot(run.model, run.optimizer)
+
+
+# (scan's records are measured inside its call: test_scan_records_* below)
+@pytest.mark.parametrize("mode", [m for m in STEPPERS if m != "scan"])
+def test_accuracies_and_changes_follow_every_step_and_every_graph_edit(mode):
+    """A step's record and heatmap row come from the modules' variables read
+    once before the step (updated in place by every mode): they must be what
+    the modules hold after it, read afresh."""
     run = Run(RunConfig(mode=mode, epochs=5, bucket_padding=mode == "functional"))
     for _ in range(3):
+        before = _fresh_snapshot(run)
         record = run.step()
         expected = _eager_accuracies(run)
         assert run.accuracies() == pytest.approx(expected, abs=1e-6)
         assert (record.train_acc, record.val_acc, record.test_acc) == pytest.approx(
             (expected["train"], expected["val"], expected["test"]), abs=1e-6)
+        assert run.changes[-1] == compare_snapshots(before, _fresh_snapshot(run))
+    if mode == "jax.jit":
+        assert not any(c.changed for c in run.changes[-1])  # the frozen pitfall, still seen
+    else:
+        assert any(c.changed for c in run.changes[-1] if c.kind == "parameter")
     first = np.asarray(run.predictions())
     assert np.array_equal(first, np.asarray(run.predictions()))  # asked twice: reused
     g, keep = run.graph, 30
