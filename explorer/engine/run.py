@@ -180,6 +180,11 @@ class Run:
         kind = stepper_for(config.mode)
         self.stepper: Stepper = kind(self.train_step, self.model, self.optimizer,
                                      shared=shared, **kind.settings(config))
+        #: the modules' variables themselves, not copies: every mode updates them in
+        #: place (nnx.jit's propagation, nnx.update, an eager step's assignments), so
+        #: this one read serves every step's checkpoint, metrics and snapshot (a walk
+        #: of the modules costs about as much as the compiled karate step)
+        self._live = nnx.state((self.model, self.optimizer))
         self.history: list[StepRecord] = []
         self._pending_cause = "first call"
         #: per step, how every variable changed (the parameter-change heatmap)
@@ -375,12 +380,7 @@ class Run:
 
     def _one_step(self) -> StepRecord:
         before_traces = self.trace_count
-        # The modules' live variables, read once a step: every mode updates them in
-        # place (nnx.jit's propagation, nnx.update), so after the step (and the
-        # functional mode's sync) this same state holds their new values for the
-        # metrics and the snapshot. Each walk of the modules costs about as much as
-        # the compiled karate step itself.
-        live = nnx.state((self.model, self.optimizer))
+        live = self._live  # after the step (and the functional mode's sync): its new values
         good_state = self.stepper.checkpoint(live)
         start = time.perf_counter()
         with counting(self._counter):

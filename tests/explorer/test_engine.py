@@ -1,5 +1,6 @@
 """The engine's JIT modes: the pitfall reproduced, the fixes training."""
 
+import functools
 import re
 
 import jax
@@ -240,12 +241,19 @@ def _fresh_snapshot(run):
 
 # (scan's records are measured inside its call: test_scan_records_* below)
 @pytest.mark.parametrize("mode", [m for m in STEPPERS if m != "scan"])
-def test_accuracies_and_changes_follow_every_step_and_every_graph_edit(mode):
-    """A step's record and heatmap row come from the modules' variables read
-    once before the step (updated in place by every mode): they must be what
-    the modules hold after it, read afresh."""
-    run = Run(RunConfig(mode=mode, epochs=5, bucket_padding=mode == "functional"))
-    for _ in range(3):
+def test_accuracies_and_changes_follow_every_step_and_every_graph_edit(mode, monkeypatch):
+    """A step's record and heatmap row come from the modules' variables as the
+    run read them once (every mode updates them in place): they must be what
+    the modules hold after the step, read afresh, also after a restore."""
+    run = Run(RunConfig(mode=mode, epochs=6, bucket_padding=mode == "functional"))
+    for i in range(4):
+        if i == 2:  # a step whose loss is NaN is undone: the run restores its checkpoint
+            with monkeypatch.context() as patch:
+                patch.setattr(type(run.stepper), "__call__", functools.partialmethod(
+                    lambda self, inputs, call: call(self, inputs) * np.nan,
+                    call=type(run.stepper).__call__))
+                with pytest.raises(TrainingStopped):
+                    run.step()
         before = _fresh_snapshot(run)
         record = run.step()
         expected = _eager_accuracies(run)
