@@ -13,6 +13,14 @@ noisy:
   (c) steps/s shown by the step counter over ``--seconds``, after skipping
   ``--warmup`` s from the first point ("Steps per Play" set to 100000 first).
 
+``--pairs N`` (default 3) then measures the ratio a second way, on the same
+server and page: N pairs of windows, each ``--seconds`` long, UI then headless
+back to back, with Pause clicked for the headless window (the page and server
+idle) and Play again after it. A noisy machine changes speed within minutes;
+two windows seconds apart see the same machine, where a round's UI and
+headless runs, a minute apart, may not. The headless side of a pair is a run
+built and compiled before the server started.
+
 ``--compare-gc`` adds, per round and mode, a UI run of a server started with
 ``--runner.postScriptGC true``, Streamlit's default, which the app turns off
 (``explorer.ui.script.RUNNER_OPTIONS``): a full ``gc.collect(2)`` after every
@@ -25,7 +33,7 @@ UI/headless (target >= 0.90, issue 18; issue 5's was 0.80).
 Usage (from the repository root)::
 
     python -m benchmarks.bench_ui [--rounds N] [--seconds S] [--warmup W] [--modes a,b]
-                                  [--compare-gc]
+                                  [--pairs N] [--compare-gc]
 """
 
 from __future__ import annotations
@@ -87,16 +95,53 @@ def headless(mode: str, seconds: float, warmup: float) -> dict:
     end = time.perf_counter() + warmup
     while time.perf_counter() < end:
         run.step()
+    return {"first_s": first, "steps_s": steps_per_s(run, seconds), "run": run}
+
+
+def steps_per_s(run, seconds: float) -> float:
+    """``run.step()`` in a loop for ``seconds``: steps per second."""
     n0, t0 = len(run.history), time.perf_counter()
     end = t0 + seconds
     while time.perf_counter() < end:
         run.step()
-    elapsed = time.perf_counter() - t0
-    return {"first_s": first, "steps_s": (len(run.history) - n0) / elapsed}
+    return (len(run.history) - n0) / (time.perf_counter() - t0)
 
 
 # ----------------------------------------------------------------------- UI
-def ui(browser, mode: str, seconds: float, warmup: float, options: list[str]) -> dict:
+def ui_rate(page, seconds: float, window_s: float | None = None) -> tuple[float, float, int]:
+    """Steps per second on the UI's step counter, between its first and last
+    change in the last ``seconds`` of a sampling of ``window_s`` (default
+    ``seconds``) s from now; also redraws per second and the last count."""
+    page.evaluate(SAMPLER_JS)
+    page.wait_for_timeout(1e3 * (window_s or seconds))
+    now_ms, changes = page.evaluate("() => { clearInterval(window.__sampler); "
+                                    "return [performance.now(), window.__steps]; }")
+    inside = [(t, n) for t, n in changes if t >= now_ms - 1e3 * seconds]
+    if len(inside) < 2:
+        raise RuntimeError(f"the step counter changed {len(inside)} time(s) in "
+                           f"{seconds} s: {changes[-5:]}")
+    (t0, n0), (t1, n1) = inside[0], inside[-1]
+    return 1e3 * (n1 - n0) / (t1 - t0), 1e3 * (len(inside) - 1) / (t1 - t0), n1
+
+
+def paired(page, run, seconds: float, pairs: int) -> list[tuple[float, float]]:
+    """``pairs`` x (UI steps/s, headless steps/s), measured back to back; the
+    page is playing when called and paused when it returns."""
+    out = []
+    for i in range(pairs):
+        if i:
+            page.locator(".st-key-t_play button").click()
+            page.get_by_text("training…").first.wait_for(timeout=TIMEOUT_MS)
+            page.wait_for_timeout(1000)  # past the first tick after Play
+        shown, _, _ = ui_rate(page, seconds)
+        page.locator(".st-key-t_pause button").click()
+        wait_idle(page)
+        out.append((shown, steps_per_s(run, seconds)))
+    return out
+
+
+def ui(browser, mode: str, seconds: float, warmup: float, options: list[str],
+       run=None, pairs: int = 0) -> dict:
     server = AppServer(options, name="bench_ui")
     context = None
     try:
@@ -116,27 +161,18 @@ def ui(browser, mode: str, seconds: float, warmup: float, options: list[str]) ->
             page.get_by_text(STEPPERS[mode].summary).wait_for(timeout=TIMEOUT_MS)
         wait_idle(page)
 
-        page.evaluate(SAMPLER_JS)
         clicked = time.perf_counter()
         page.locator(".st-key-t_play button").click()
         page.wait_for_function(f"({POINTS_JS})() >= 1", timeout=TIMEOUT_MS, polling=20)
         first_point = time.perf_counter() - clicked
-        page.wait_for_timeout(1e3 * (warmup + seconds))
-        samples = page.evaluate("() => { clearInterval(window.__sampler); "
-                                "return [performance.now(), window.__steps]; }")
-        page.locator(".st-key-t_pause button").click()
-        now_ms, changes = samples
-        # The window: from `warmup` s after the first point to the end; the rate
-        # is measured between the first and the last counter change inside it.
-        start_ms = now_ms - 1e3 * seconds
-        inside = [(t, n) for t, n in changes if t >= start_ms]
-        if len(inside) < 2:
-            raise RuntimeError(f"the step counter changed {len(inside)} time(s) in "
-                               f"{seconds} s: {changes[-5:]}")
-        (t0, n0), (t1, n1) = inside[0], inside[-1]
+        # the window: from `warmup` s after the first point to the end
+        steps_s, redraws_s, count = ui_rate(page, seconds, warmup + seconds)
+        pairs_measured = paired(page, run, seconds, pairs) if pairs else []
+        if not pairs:
+            page.locator(".st-key-t_pause button").click()
         return {"health_s": health, "paint_s": paint, "first_point_s": first_point,
-                "steps_s": 1e3 * (n1 - n0) / (t1 - t0), "redraws_s": 1e3 * (len(inside) - 1)
-                / (t1 - t0), "steps_at_end": n1}
+                "steps_s": steps_s, "redraws_s": redraws_s, "steps_at_end": count,
+                "pairs": pairs_measured}
     finally:
         if context is not None:
             context.close()
@@ -155,6 +191,9 @@ def main() -> None:
     parser.add_argument("--warmup", type=float, default=2.0,
                         help="seconds skipped after the compile (default 2)")
     parser.add_argument("--modes", default="nnx.jit,functional")
+    parser.add_argument("--pairs", type=int, default=3,
+                        help="UI/headless window pairs on one server after the round's "
+                             "window (default 3; 0: none)")
     parser.add_argument("--compare-gc", action="store_true",
                         help="also run the UI with --runner.postScriptGC true "
                              "(Streamlit's default)")
@@ -171,7 +210,8 @@ def main() -> None:
           f"python {info['python']}; load average {load_average()}")
     vers = versions(["streamlit", "playwright", "plotly", "jax", "flax"])
     wall = time.perf_counter()
-    rows = []
+    rows, paired_rows = [], []
+    pair_ratios = {(m, s): [] for m in modes for s in servers}
     results = {(m, s): [] for m in modes for s in servers}  # (UI, headless) per round
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
@@ -185,7 +225,11 @@ def main() -> None:
                 for mode in modes:
                     h = headless(mode, args.seconds, args.warmup)
                     for server in servers:
-                        u = ui(browser, mode, args.seconds, args.warmup, SERVERS[server])
+                        u = ui(browser, mode, args.seconds, args.warmup, SERVERS[server],
+                               run=h["run"], pairs=args.pairs)
+                        paired_rows += [[r, mode, server, k + 1, f"{a:.0f}", f"{b:.0f}",
+                                         f"{a / b:.2f}"] for k, (a, b) in enumerate(u["pairs"])]
+                        pair_ratios[mode, server] += [a / b for a, b in u["pairs"]]
                         results[mode, server].append((u, h))
                         rows.append([r, mode, server, f"{u['health_s']:.2f}",
                                      f"{u['paint_s']:.2f}", f"{u['first_point_s']:.2f}",
@@ -216,6 +260,21 @@ def main() -> None:
     print_table(["mode", "server", "a: first paint s", "b: first point s", "c: UI steps/s",
                  "d: headless steps/s", "UI/headless (median of rounds)", "target met"],
                 summary)
+    if paired_rows:
+        print(f"\nPairs of windows on one server ({args.seconds:g} s UI, then {args.seconds:g} "
+              f"s headless with the page paused)")
+        print_table(["round", "mode", "server", "pair", "UI steps/s", "headless steps/s",
+                     "UI/headless"], paired_rows)
+        medians = []
+        for (mode, server), ratios in pair_ratios.items():
+            if ratios:
+                ratio = statistics.median(ratios)
+                medians.append([mode, server, len(ratios), f"{min(ratios):.2f}",
+                                f"{ratio:.2f}", f"{max(ratios):.2f}",
+                                "yes" if ratio >= TARGET else "no"])
+        print(f"\nUI/headless over all pairs (target >= {TARGET:.2f})")
+        print_table(["mode", "server", "pairs", "lowest", "median", "highest", "target met"],
+                    medians)
     print(f"\ntotal wall time {time.perf_counter() - wall:.0f} s; load average now "
           f"{load_average()}")
 
