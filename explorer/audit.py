@@ -52,13 +52,13 @@ def _variables(*nodes, states: Sequence | None = None):
     """``(name, kind, value)`` of every array variable of ``nodes``, in one fixed
     order: the names and order of :func:`snapshot` and :func:`traced_changes`.
     ``value`` is the variable's array as it is (a tracer inside ``jit``).
-    ``states``: ``nnx.state(node)`` of each node where the caller has it
-    already (``None`` items are read here)."""
+    ``states``: ``nnx.state(node)`` of each node, where the caller has read
+    them already."""
     names = [type(node).__name__.lower() for node in nodes]
     for i, node in enumerate(nodes):
         prefix = () if len(nodes) == 1 else (
             (names[i],) if names.count(names[i]) == 1 else (f"{names[i]}{i}",))
-        state = states[i] if states is not None and states[i] is not None else (
+        state = states[i] if states is not None else (
             node if isinstance(node, nnx.State) else nnx.state(node))
         for path, var in nnx.to_flat_state(state):
             value = var.get_value()

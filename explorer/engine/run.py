@@ -94,10 +94,6 @@ def _eval_graphdef(model) -> nnx.GraphDef:
         model.train()
 
 
-def _splits(accs) -> dict[str, float]:
-    return {name: float(a) for name, a in zip(("train", "val", "test"), accs)}
-
-
 @functools.partial(jax.jit, static_argnums=0)
 def _evaluate_state(graphdef, state, inputs, targets):
     """:func:`recipe.evaluate` on the model rebuilt from ``state`` with
@@ -391,8 +387,7 @@ class Run:
         step_no = len(self.history) + 1
         if not math.isfinite(loss):
             self._stop(good_state, f"loss became {loss} at step {step_no}")
-        self.sync()  # the functional mode's state into the modules
-        accs = self._accuracies(live[0])
+        accs = self.accuracies()  # syncs the functional mode's state into the modules
         current = snapshot(self.model, self.optimizer,  # host copies of every variable
                            states=(live[0], live[1]))
         broken = [path for path, (kind, value) in current.items()
@@ -436,7 +431,7 @@ class Run:
         inside the call (:func:`explorer.engine.steppers.make_scan_step`); the
         call's wall time is shared equally by its records."""
         before_traces = self.trace_count
-        good_state = self.stepper.checkpoint()
+        good_state = self.stepper.checkpoint(self._live)
         start = time.perf_counter()
         with counting(self._counter):
             losses, measured = self.stepper.run_steps(self.inputs, self.task.targets, steps)
@@ -524,11 +519,8 @@ class Run:
         or the graph changed: the key holds the very arrays it was computed
         from, compared by identity (JAX arrays are immutable)."""
         self.sync()
-        return self._evaluate_now(nnx.state(self.model))
-
-    def _evaluate_now(self, state):
-        """:meth:`_evaluate` with the model's state read (and synced) already."""
         self._finish_warm_up()
+        state = self._live[0]
         key = (self.task.inputs, self.task.targets, *jax.tree.leaves(state))
         cached = self._evaluated
         if cached is not None and len(cached[0]) == len(key) and all(
@@ -553,8 +545,7 @@ class Run:
         its first call, which is what they measure. Steps and evaluations wait
         for this thread. Returns the thread (already running)."""
         if self._warming is None:
-            args = (self._eval_graphdef, nnx.state(self.model), self.task.inputs,
-                    self.task.targets)
+            args = (self._eval_graphdef, self._live[0], self.task.inputs, self.task.targets)
             ahead = self.stepper.ahead(self.task.inputs, self.task.targets)
             dropped = threading.Event()
             weakref.finalize(self, dropped.set)
@@ -594,10 +585,8 @@ class Run:
     def accuracies(self) -> dict[str, float]:
         """Eval-mode accuracy on the train, val and test nodes (or graphs);
         0 for an empty split."""
-        return _splits(self._evaluate()[2])
-
-    def _accuracies(self, state) -> dict[str, float]:
-        return _splits(self._evaluate_now(state)[2])
+        accs = self._evaluate()[2]
+        return {name: float(a) for name, a in zip(("train", "val", "test"), accs)}
 
     # --------------------------------------------------------------- helpers
     def _stop(self, good_state, what: str, unit: str = "this step"):

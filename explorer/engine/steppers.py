@@ -276,11 +276,9 @@ class Stepper:
         """Write a threaded state back into the modules (a no-op unless the mode
         threads one)."""
 
-    def checkpoint(self, live: nnx.State | None = None) -> Any:
+    def checkpoint(self, live: nnx.State) -> Any:
         """A copy of the trainable state, for :meth:`restore` after a bad step
-        (``live``: ``nnx.state((model, optimizer))`` where the caller has it)."""
-        if live is None:
-            live = nnx.state((self.model, self.optimizer))
+        (``live``: ``nnx.state((model, optimizer))``, the modules' own variables)."""
         return jax.tree.map(lambda a: a, live)
 
     def restore(self, state) -> None:
@@ -386,7 +384,7 @@ class _ThreadedState(Stepper):
     def sync(self) -> None:
         nnx.update((self.model, self.optimizer), self._state)
 
-    def checkpoint(self, live=None):
+    def checkpoint(self, live):
         return self._state  # immutable arrays: the state itself is the copy
 
     def restore(self, state) -> None:
