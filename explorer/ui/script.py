@@ -55,6 +55,14 @@ def start() -> None:
     # OpenBLAS's spinning workers fought XLA and the browser for a 2-core machine's
     # cores (a 1 ms numpy comparison took 50-130 ms while a run trained).
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    # Streamlit asks once per process, at the first element, whether it runs in a
+    # REPL (to print "use streamlit run"): a walk of the stack that looks up the
+    # file of every loaded module, 0.16 s of the first page once JAX and Flax are
+    # loaded. This file only runs under Streamlit's runner: the answer is no, so
+    # the question is marked asked.
+    from streamlit import delta_generator
+
+    delta_generator._use_warning_has_been_displayed = True
     first = "explorer.ui.app" not in sys.modules
     if first:
         # The first run imports JAX, Flax and the app: over 200,000 tracked objects, and
