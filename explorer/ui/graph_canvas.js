@@ -178,9 +178,17 @@ class GraphCanvas {
     cy.on("select unselect", "node", () => {
       if (!this.applying) this.scheduleSelection();
     });
-    cy.on("dbltap", (e) => {
-      if (e.target !== cy || !this.editable) return;
-      const p = e.position;
+    // A double-click is the browser's: the system's double-click speed and the
+    // same spot. (Cytoscape's dbltap pairs any two taps within 250 ms, wherever
+    // they were: two quick clicks in different places added a node, and a
+    // slower double-click added none.) Cytoscape still says what was tapped:
+    // the second click adds a node only if it was a tap on the background.
+    cy.on("tapstart", () => { this.tapped = null; });
+    cy.on("tap", (e) => { this.tapped = e.target === cy ? e.position : null; });
+    this.box.addEventListener("dblclick", () => {
+      const p = this.tapped;
+      this.tapped = null;
+      if (!p || !this.editable) return;
       cy.add({ group: "nodes", classes: "pending", position: { x: p.x, y: p.y },
                data: { id: `${TEMP}${this.seq + 1}`, label: "", colour: "#b0b0b0",
                        split: "none", size: this.size } });

@@ -198,6 +198,43 @@ def test_double_click_adds_nodes_where_clicked_and_nothing_else_moves(app):
         context.close()
 
 
+def test_two_quick_clicks_in_different_places_add_no_node(app):
+    # two single clicks on the background within a quarter second (clicking
+    # around, deselecting): not a double-click, so no node
+    context, page = open_graph(app, "?graph=house")
+    try:
+        settled(page, nodes=5, edges=6)
+        first, second = empty_spots(page, 2)
+        page.mouse.click(*first)
+        page.mouse.click(*second)
+        page.wait_for_timeout(600)
+        settled(page, nodes=5, edges=6)
+        assert canvas(page).evaluate("b => b.gcCanvas.cy.nodes().length") == 5
+    finally:
+        context.close()
+
+
+def test_a_slow_double_click_adds_a_node_where_it_was_made(app):
+    # a person's double-click as the system counts it, the second click 400 ms
+    # after the first (a browser's usual limit is 500 ms)
+    context, page = open_graph(app, "?graph=house")
+    try:
+        settled(page, nodes=5, edges=6)
+        before = set(canvas(page).evaluate(_RENDERED_JS))
+        r = canvas(page).bounding_box()
+        (x, y), = empty_spots(page, 1)
+        page.mouse.click(x, y)
+        page.wait_for_timeout(400)
+        page.mouse.down(click_count=2)  # the second press and release of the pair
+        page.mouse.up(click_count=2)
+        settled(page, nodes=6, edges=6)
+        after = canvas(page).evaluate(_RENDERED_JS)
+        (nx, ny), = [p for n, p in after.items() if n not in before]
+        assert np.hypot(nx - (x - r["x"]), ny - (y - r["y"])) < 3
+    finally:
+        context.close()
+
+
 def test_dragging_the_edge_handle_draws_an_edge_and_the_next_step_retraces(app):
     context, page = open_graph(app, "?graph=house")
     try:
