@@ -233,7 +233,7 @@ def main(argv=None) -> int:
               f"{g.num_features} features, {g.num_classes} classes -- {g.source}")
     print(f"steps: {cfg.steps} timed (in {cfg.rounds} rounds alternating frameworks) after "
           f"{cfg.warmup} warm-up; loss over all nodes; dropout 0")
-    print({None: "features: gnncore takes mostly-zero features as SparseFeatures "
+    print({None: "features: on CPU gnncore takes mostly-zero features as SparseFeatures "
                  "(--dense-features: dense, as the peers)",
            "plain": "features: dense for every framework",
            "transposed": "features: dense for every framework; gnncore's as DenseFeatures "
@@ -247,12 +247,23 @@ def main(argv=None) -> int:
                                   rounds=cfg.rounds, breakdown=cfg.breakdown,
                                   torch_threads=cfg.torch_threads,
                                   dense_features=args.dense_features or False)
-    print_step_table(results, title="Training step (forward + backward + Adam), CPU")
+    backend = "cpu"
+    if any(f in ("gnncore", "jraphx") for f in cfg.frameworks):
+        import jax
+
+        backend = jax.default_backend()
+    print_step_table(results, title="Training step (forward + backward + Adam), "
+                     + backend.upper())
     print_ratio_table(results, graphs, models, target=_target,
                       target_header="target met (<=0.5, <=1 s)",
                       title="Ratios (median step time; < 1 means gnncore is faster)")
-    bandwidth = memory_bandwidth()
-    print_roofline(results, graphs, bandwidth)
+    bandwidth = None
+    if backend == "cpu":
+        bandwidth = memory_bandwidth()
+        print_roofline(results, graphs, bandwidth)
+    else:  # the bound is the host's memory bandwidth: a CPU step's
+        print(f"\nRoofline: not printed (the steps ran on {backend}, not on the host whose "
+              "memory bandwidth it is measured against)")
     print(f"\ntotal wall time {time.perf_counter() - t_start:.0f} s; "
           f"load average now {load_average()}")
     if args.json:

@@ -247,7 +247,8 @@ def node_inputs(fw: str, g: GraphData, *, dense_features: bool | str = False):
         if dense_features == "transposed":
             x = DenseFeatures.from_dense(g.x)
         else:
-            x = graph.x if dense_features else sparse_if_mostly_zero(g.x)
+            # graph.x: on the device (the host array would be copied to it every step)
+            x = graph.x if dense_features else sparse_if_mostly_zero(graph.x)
         return (x, graph.adj, graph.y)
     import jax.numpy as jnp
 

@@ -169,10 +169,47 @@ def _all_heads(values, cols, indptr, shape, h):
     return out.reshape(num_heads, rows, h.shape[2]).transpose(1, 0, 2)
 
 
+def _by_rows(adj: Adjacency, values, h):
+    """``A @ h`` as CSR products (CPU's native kernel: :func:`_all_heads`)."""
+    return _all_heads(values, adj.edge_index[0], adj.indptr, (adj.num_dst, adj.num_src), h)
+
+
+def _by_rows_transposed(adj: Adjacency, values, ct):
+    """``A^T @ ct``: the same product over the source-sorted copy."""
+    cols, shape = take_rows(adj.edge_index[1], adj.perm), (adj.num_src, adj.num_dst)
+    return _all_heads(take_rows(values, adj.perm), cols, adj.t_indptr, shape, ct)
+
+
+def _by_segments(adj: Adjacency, values, h):
+    """``A @ h`` as a gather of the source rows and a sorted segment sum.
+
+    On TPU, which has no CSR kernel: there the CSR product went through
+    ``jax.experimental.sparse.BCSR``'s generic lowering, which compiled a
+    10k-node, 100k-edge product with its gradient in 5.3 s (0.8 s this way)
+    and ran it 1.5x slower (``benchmarks/RESULTS.md``)."""
+    src, dst = adj.edge_index[0], adj.edge_index[1]
+    return jax.ops.segment_sum(values[:, :, None] * take_rows(h, src), dst, adj.num_dst,
+                               indices_are_sorted=True)
+
+
+def _by_segments_transposed(adj: Adjacency, values, ct):
+    src, dst = adj.edge_index[0], adj.edge_index[1]
+    rows = take_rows(ct, dst, indices_are_sorted=True)
+    return jax.ops.segment_sum(values[:, :, None] * rows, src, adj.num_src)
+
+
+# The form of each product, chosen when the step is lowered for a platform
+# (jax.lax.platform_dependent: the compiler sees only the chosen one). Other
+# platforms keep the CSR product (through BCSR: cuSPARSE on GPU).
+_PRODUCT = {"cpu": _by_rows, "tpu": _by_segments, "default": _by_rows}
+_PRODUCT_T = {"cpu": _by_rows_transposed, "tpu": _by_segments_transposed,
+              "default": _by_rows_transposed}
+
+
 @jax.custom_vjp
 def _spmm_heads(adj: Adjacency, values, h):
     """``values`` [E, H], ``h`` [N_src, H, C] -> [N_dst, H, C]."""
-    return _all_heads(values, adj.edge_index[0], adj.indptr, (adj.num_dst, adj.num_src), h)
+    return jax.lax.platform_dependent(adj, values, h, **_PRODUCT)
 
 
 def _spmm_heads_fwd(adj, values, h):
@@ -182,9 +219,8 @@ def _spmm_heads_fwd(adj, values, h):
 def _spmm_heads_bwd(res, ct):
     adj, values, h = res
     src, dst = adj.edge_index[0], adj.edge_index[1]
-    cols, shape = take_rows(dst, adj.perm), (adj.num_src, adj.num_dst)
-    # d h = A^T @ ct: the same product over the source-sorted copy.
-    d_h = _all_heads(take_rows(values, adj.perm), cols, adj.t_indptr, shape, ct)
+    # d h = A^T @ ct
+    d_h = jax.lax.platform_dependent(adj, values, ct, **_PRODUCT_T)
     # d w_e = <ct[dst_e], h[src_e]>, all heads in one pass; XLA drops it when
     # the weights need no gradient. With reductions in XLA's own loops (see
     # gnncore.xla) a sum fuses with both gathers: 8-head GAT step on 10k/100k
@@ -352,11 +388,17 @@ class DenseFeatures:
 jax.tree_util.register_dataclass(DenseFeatures, data_fields=["x", "x_t"], meta_fields=[])
 
 
-def sparse_if_mostly_zero(x):
+def sparse_if_mostly_zero(x, *, backend: str | None = None):
     """``x`` as a training step should take it: :class:`SparseFeatures` when it
     is a large, mostly-zero ``[N, F]`` matrix (at least
     :data:`SPARSE_FEATURES_MIN_ENTRIES` entries, at most
-    :data:`SPARSE_FEATURES_MAX_DENSITY` of them non-zero), else ``x`` itself.
+    :data:`SPARSE_FEATURES_MAX_DENSITY` of them non-zero) and the step runs on
+    CPU, else ``x`` itself.
+
+    ``backend``: where the step runs (default ``jax.default_backend()``). Only
+    on CPU does the CSR form pay: on a TPU v5e a dense product was faster
+    (Cora-shaped features: GCN and GraphSAGE steps 2.5-2.8x slower as CSR,
+    ``benchmarks/RESULTS.md``).
 
     Bag-of-words features (Cora: 1.3 % non-zero) and one-hot node ids are such
     matrices; as CSR the first layer's product and its weight gradient cost the
@@ -369,6 +411,8 @@ def sparse_if_mostly_zero(x):
     if isinstance(x, jax.core.Tracer):
         raise ValueError("sparse_if_mostly_zero counts non-zeros on the host: call it "
                          "outside jit, on the concrete features")
+    if (backend or jax.default_backend()) != "cpu":
+        return x
     shape = np.shape(x)
     if len(shape) != 2 or shape[0] * shape[1] < SPARSE_FEATURES_MIN_ENTRIES:
         return x

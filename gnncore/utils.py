@@ -181,7 +181,9 @@ def add_remaining_self_loops(edge_index, num_nodes: int, *, edge_weight=None,
     target = jnp.where(loop, edge_index[0], num_nodes)
     kept = jnp.full((num_nodes,), -jnp.inf, dtype=edge_weight.dtype)
     kept = kept.at[target].max(edge_weight, mode="drop")
-    has_loop = jnp.zeros((num_nodes,), bool).at[target].set(True, mode="drop")
+    # counted, not set: on TPU a scatter of booleans compiled for 6 s (10k nodes,
+    # 100k edges), a scatter-add in 0.4 s
+    has_loop = jnp.zeros((num_nodes,), jnp.int32).at[target].add(1, mode="drop") > 0
     loop_w = jnp.where(has_loop, kept, jnp.asarray(fill_value, edge_weight.dtype))
     edge_weight = jnp.where(loop, jnp.zeros_like(edge_weight), edge_weight)
     new_index = jnp.concatenate(

@@ -112,6 +112,16 @@ def test_self_loops_are_jit_safe_with_static_shapes():
     assert idx2.shape == (2, 6) and w2 is None
 
 
+def test_self_loops_scatter_no_booleans():
+    # on a TPU v5e a scatter of booleans (which nodes have a loop) compiled in 6 s
+    # for 10k nodes and 100k edges, a scatter-add in 0.4 s: a GCN step took 9 s
+    ei = jnp.array([[0, 1, 1, 2], [1, 1, 2, 2]])
+    jaxpr = jax.make_jaxpr(lambda e: add_remaining_self_loops(e, 3))(ei).jaxpr
+    scatters = [eqn for eqn in jaxpr.eqns if eqn.primitive.name.startswith("scatter")]
+    assert scatters and all(eqn.outvars[0].aval.dtype != jnp.bool_ for eqn in scatters), [
+        (eqn.primitive.name, eqn.outvars[0].aval) for eqn in scatters]
+
+
 @pytest.mark.parametrize("fill", ["mean", "add", "sum", "max", "min", 0.5])
 def test_remove_then_add_self_loops_fills_like_pyg_at_a_static_shape(fill):
     """PyG's remove_self_loops + add_self_loops(fill_value=): the old loops stay,

@@ -22,6 +22,7 @@ from gnncore import (
     Graph,
     SparseFeatures,
     segment_sum,
+    sparse,
     sparse_if_mostly_zero,
     spmm,
 )
@@ -77,6 +78,45 @@ def test_spmm_matches_segment_sum_with_gradients(case):
                     argnums=(0, 1) if values is not None else 1)
     for a, b in zip(jax.tree.leaves(fast(values, h)), jax.tree.leaves(slow(values, h))):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-5)
+
+
+@pytest.mark.parametrize("case", ["heads", "heads-bipartite", "heads-empty"])
+def test_the_tpu_form_of_the_product_equals_the_cpu_form_both_ways(case):
+    # on TPU the products are a gather and a segment sum (sparse._PRODUCT): the
+    # same numbers as the CSR products, forward and transposed
+    rng = np.random.default_rng(1)
+    n_src, n_dst, e = (6, 4, 15) if "bipartite" in case else (7, 7, 0 if "empty" in case
+                                                                else 25)
+    adj = Adjacency.from_edge_index(sorted_edges(rng, n_src, n_dst, e), size=(n_src, n_dst))
+    values = jnp.asarray(rng.normal(size=(e, 3)), jnp.float32)
+    h = jnp.asarray(rng.normal(size=(n_src, 3, 2)), jnp.float32)
+    ct = jnp.asarray(rng.normal(size=(n_dst, 3, 2)), jnp.float32)
+    for form in ("tpu", "cpu"):
+        assert sparse._PRODUCT[form](adj, values, h).shape == (n_dst, 3, 2)
+        assert sparse._PRODUCT_T[form](adj, values, ct).shape == (n_src, 3, 2)
+    np.testing.assert_allclose(np.asarray(sparse._PRODUCT["tpu"](adj, values, h)),
+                               np.asarray(sparse._PRODUCT["cpu"](adj, values, h)), atol=1e-5)
+    np.testing.assert_allclose(np.asarray(sparse._PRODUCT_T["tpu"](adj, values, ct)),
+                               np.asarray(sparse._PRODUCT_T["cpu"](adj, values, ct)),
+                               atol=1e-5)
+
+
+def test_a_step_lowered_for_tpu_has_no_csr_kernel_and_for_cpu_has_it():
+    # the form is chosen as the step is lowered: lowering for a TPU (possible on a
+    # CPU-only machine) leaves out the CPU kernel's call, and lowering for CPU uses it
+    rng = np.random.default_rng(2)
+    adj = Adjacency.from_edge_index(sorted_edges(rng, 9, 9, 30), 9)
+    values = jnp.asarray(rng.random(30), jnp.float32)
+    h = jnp.asarray(rng.normal(size=(9, 4)), jnp.float32)
+    step = jax.jit(jax.grad(lambda v, x: jnp.sum(spmm(adj, v, x) ** 2), argnums=(0, 1)))
+    traced = step.trace(values, h)
+    kernel = "cpu_csr_sparse_dense_ffi"
+    assert traced.lower(lowering_platforms=("cpu",)).as_text().count(kernel) == 2  # A, A^T
+    tpu = traced.lower(lowering_platforms=("tpu",)).as_text()
+    # and not BCSR's generic product either (a dot_general over gathered blocks,
+    # which compiled 6x longer there): sums of gathered rows
+    assert kernel not in tpu and "stablehlo.dot_general" not in tpu
+    assert "stablehlo.scatter" in tpu
 
 
 def _random_csr(rows=13, cols=9, nnz=40, seed=0):
@@ -294,6 +334,9 @@ def test_only_large_mostly_zero_features_become_csr():
     assert sparse_if_mostly_zero(flat) is flat
     with pytest.raises(ValueError, match="outside jit"):
         jax.jit(sparse_if_mostly_zero)(jnp.asarray(one_hot))
+    # CSR pays on CPU only: for a step on another backend the matrix stays dense
+    assert sparse_if_mostly_zero(one_hot, backend="tpu") is one_hot
+    assert isinstance(sparse_if_mostly_zero(one_hot, backend="cpu"), SparseFeatures)
 
 
 @pytest.mark.parametrize("name", sorted(ALL))
