@@ -396,9 +396,9 @@ def sparse_if_mostly_zero(x, *, backend: str | None = None):
     CPU, else ``x`` itself.
 
     ``backend``: where the step runs (default ``jax.default_backend()``). Only
-    on CPU does the CSR form pay: on a TPU v5e a dense product was faster
-    (Cora-shaped features: GCN and GraphSAGE steps 2.5-2.8x slower as CSR,
-    ``benchmarks/RESULTS.md``).
+    on CPU does the CSR form pay: on a TPU v5e Cora's steps were slower with its
+    features as CSR than dense (GCN 3.00 against 1.98 ms, GAT 4.89 against
+    4.04, GraphSAGE 3.55 against 1.54; ``benchmarks/RESULTS.md``).
 
     Bag-of-words features (Cora: 1.3 % non-zero) and one-hot node ids are such
     matrices; as CSR the first layer's product and its weight gradient cost the
