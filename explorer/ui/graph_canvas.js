@@ -20,6 +20,7 @@ const GHOST = "\u241fghost";
 const TEMP = "\u241ftemp";
 const FAST_EDGES = 300; // more undirected edges than this on show: haystack edges
 const HOLD_FOR_ANSWER_MS = 1000; // the longest a view waits for its answer before redrawing
+const TOUCH_SLOP_PX = 30; // a touch double tap: its two taps at most this far apart
 const RESEND_MS = 1500; // a trigger can be lost when a rerun preempts another: send again
 // (not sooner: a busy server answers in about a second, and a resend then only queues a second
 // rerun behind the first)
@@ -178,21 +179,38 @@ class GraphCanvas {
     cy.on("select unselect", "node", () => {
       if (!this.applying) this.scheduleSelection();
     });
-    // A double-click is the browser's: the system's double-click speed and the
-    // same spot. (Cytoscape's dbltap pairs any two taps within 250 ms, wherever
-    // they were: two quick clicks in different places added a node, and a
-    // slower double-click added none.) Cytoscape still says what was tapped:
-    // the second click adds a node only if it was a tap on the background.
-    cy.on("tapstart", () => { this.tapped = null; });
-    cy.on("tap", (e) => { this.tapped = e.target === cy ? e.position : null; });
-    this.box.addEventListener("dblclick", () => {
-      const p = this.tapped;
-      this.tapped = null;
-      if (!p || !this.editable) return;
+    const addAt = (p) => {
       cy.add({ group: "nodes", classes: "pending", position: { x: p.x, y: p.y },
                data: { id: `${TEMP}${this.seq + 1}`, label: "", colour: "#b0b0b0",
                        split: "none", size: this.size } });
       this.push({ type: "add_node", x: p.x, y: p.y });
+    };
+    // A mouse's double-click is the browser's: the system's double-click speed
+    // and the same spot. (Cytoscape's dbltap pairs any two taps within 250 ms,
+    // wherever they were: two quick clicks in different places added a node,
+    // and a slower double-click added none.) Cytoscape still says what was
+    // tapped: the second click adds a node only if it was a tap on the background.
+    this.touchTaps = [null, null];
+    cy.on("tapstart", () => { this.tapped = null; });
+    cy.on("tap", (e) => {
+      this.tapped = e.target === cy ? e.position : null;
+      if (touch(e)) this.touchTaps = [this.touchTaps[1], e.renderedPosition];
+    });
+    this.box.addEventListener("dblclick", () => {
+      const p = this.tapped;
+      this.tapped = null;
+      // a touch screen's double tap, if the browser also reports it as a double-click
+      if (!p || !this.editable || performance.now() - (this.touchAdded || -1e9) < 1000) return;
+      addAt(p);
+    });
+    // A touch screen has no system double-click: there Cytoscape's double tap
+    // counts, if its two taps were on one spot.
+    cy.on("dbltap", (e) => {
+      const [first, second] = this.touchTaps;
+      if (!touch(e) || e.target !== cy || !this.editable || !first || !second
+          || Math.hypot(first.x - second.x, first.y - second.y) > TOUCH_SLOP_PX) return;
+      this.touchAdded = performance.now();
+      addAt(e.position);
     });
     cy.on("dragfree", "node", (e) => {
       const n = e.target;
@@ -458,6 +476,11 @@ class GraphCanvas {
     clearTimeout(this.resendTimer);
     this.cy.destroy();
   }
+}
+
+function touch(e) {
+  const ev = e.originalEvent;
+  return !!ev && (ev.type.startsWith("touch") || ev.pointerType === "touch");
 }
 
 function real(id) {

@@ -100,10 +100,11 @@ class App:
         #: the app's "Your runs" folder (EXPLORER_RUNS), which a test writes a run into
         self.runs = runs
 
-    def session(self, query: str = "", viewport: dict | None = None):
+    def session(self, query: str = "", viewport: dict | None = None, **options):
         """A fresh browser context (a new Streamlit session) on the app's page
-        plus ``query`` (e.g. ``?graph=house``), loaded: returns ``(context, page)``."""
-        context = self.browser.new_context(viewport=viewport or VIEWPORT)
+        plus ``query`` (e.g. ``?graph=house``), loaded: returns ``(context, page)``.
+        ``options``: more of the context's (``has_touch=True``: a touch screen)."""
+        context = self.browser.new_context(viewport=viewport or VIEWPORT, **options)
         page = context.new_page()
         page.goto(self.url + query, timeout=LOAD_MS)
         expect(progress(page), "the page never showed its step counter").to_contain_text(

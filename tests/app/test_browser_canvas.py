@@ -74,8 +74,8 @@ def canvas(page):
     return page.locator(".gc-box")
 
 
-def open_graph(app, query: str, viewport=None):
-    context, page = app.session(query, viewport)
+def open_graph(app, query: str, viewport=None, **options):
+    context, page = app.session(query, viewport, **options)
     expect(canvas(page), "the canvas never drew its nodes").not_to_have_attribute(
         "data-nodes", "0", timeout=LOAD_MS)
     wait_idle(page)
@@ -223,6 +223,28 @@ def test_a_double_click_is_two_clicks_on_one_spot_not_any_two_quick_clicks(app):
         after = canvas(page).evaluate(_RENDERED_JS)
         (nx, ny), = [p for n, p in after.items() if n not in before]
         assert np.hypot(nx - (x - r["x"]), ny - (y - r["y"])) < 3
+    finally:
+        context.close()
+
+
+def test_a_double_tap_on_a_touch_screen_adds_a_node_and_two_taps_apart_do_not(app):
+    # a tablet in a classroom: no mouse, so no system double-click
+    context, page = open_graph(app, "?graph=house", has_touch=True)
+    try:
+        settled(page, nodes=5, edges=6)
+        before = set(canvas(page).evaluate(_RENDERED_JS))
+        r = canvas(page).bounding_box()
+        first, second = empty_spots(page, 2)
+        page.touchscreen.tap(*first)  # two quick taps, far apart: no node
+        page.touchscreen.tap(*second)
+        page.wait_for_timeout(600)
+        settled(page, nodes=5, edges=6)
+        page.touchscreen.tap(*first)  # a double tap: a node there
+        page.touchscreen.tap(*first)
+        settled(page, nodes=6, edges=6)
+        after = canvas(page).evaluate(_RENDERED_JS)
+        (nx, ny), = [p for n, p in after.items() if n not in before]
+        assert np.hypot(nx - (first[0] - r["x"]), ny - (first[1] - r["y"])) < 3
     finally:
         context.close()
 
