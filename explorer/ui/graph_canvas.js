@@ -21,6 +21,7 @@ const TEMP = "\u241ftemp";
 const FAST_EDGES = 300; // more undirected edges than this on show: haystack edges
 const HOLD_FOR_ANSWER_MS = 1000; // the longest a view waits for its answer before redrawing
 const TOUCH_SLOP_PX = 30; // a touch double tap: its two taps at most this far apart
+const TOUCH_DOUBLE_TAP_MS = 400; // ... and at most this long apart
 const RESEND_MS = 1500; // a trigger can be lost when a rerun preempts another: send again
 // (not sooner: a busy server answers in about a second, and a resend then only queues a second
 // rerun behind the first)
@@ -93,6 +94,9 @@ class GraphCanvas {
     this.cy = globalThis.cytoscape({
       container: this.box, style: STYLE, boxSelectionEnabled: true, selectionType: "single",
       minZoom: 0.02, maxZoom: 8, layout: { name: "preset" },
+      // a touch screen's double tap (the mouse's double-click is the browser's):
+      // Cytoscape's 250 ms is quicker than phones allow (about 300 ms)
+      multiClickDebounceTime: TOUCH_DOUBLE_TAP_MS,
     });
     globalThis.gcFrames.follow(this.cy); // held frames, woken by each redraw (cytoscape_frames.js)
     this.box.gcCanvas = this; // for tests and debugging: the live instance
