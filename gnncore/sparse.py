@@ -180,6 +180,14 @@ def _by_rows_transposed(adj: Adjacency, values, ct):
     return _all_heads(take_rows(values, adj.perm), cols, adj.t_indptr, shape, ct)
 
 
+def _gather_sum(values, rows, take, into, num, *, sorted_take: bool, sorted_into: bool):
+    """``out[into[e]] += values[e] * rows[take[e]]`` for every edge ``e``: a
+    gather and a segment sum, per head (``values`` [E, H], ``rows`` [*, H, C])."""
+    gathered = take_rows(rows, take, indices_are_sorted=sorted_take)
+    return jax.ops.segment_sum(values[:, :, None] * gathered, into, num,
+                               indices_are_sorted=sorted_into)
+
+
 def _by_segments(adj: Adjacency, values, h):
     """``A @ h`` as a gather of the source rows and a sorted segment sum.
 
@@ -188,14 +196,14 @@ def _by_segments(adj: Adjacency, values, h):
     10k-node, 100k-edge product with its gradient in 5.3 s (0.8 s this way)
     and ran it 1.5x slower (``benchmarks/RESULTS.md``)."""
     src, dst = adj.edge_index[0], adj.edge_index[1]
-    return jax.ops.segment_sum(values[:, :, None] * take_rows(h, src), dst, adj.num_dst,
-                               indices_are_sorted=True)
+    return _gather_sum(values, h, src, dst, adj.num_dst, sorted_take=False, sorted_into=True)
 
 
 def _by_segments_transposed(adj: Adjacency, values, ct):
+    """``A^T @ ct`` the same way: gathered at the targets (sorted), summed at the sources."""
     src, dst = adj.edge_index[0], adj.edge_index[1]
-    rows = take_rows(ct, dst, indices_are_sorted=True)
-    return jax.ops.segment_sum(values[:, :, None] * rows, src, adj.num_src)
+    return _gather_sum(values, ct, dst, src, adj.num_src, sorted_take=True,
+                       sorted_into=False)
 
 
 # The form of each product, chosen when the step is lowered for a platform

@@ -22,6 +22,7 @@ const FAST_EDGES = 300; // more undirected edges than this on show: haystack edg
 const HOLD_FOR_ANSWER_MS = 1000; // the longest a view waits for its answer before redrawing
 const TOUCH_SLOP_PX = 30; // a touch double tap: its two taps at most this far apart
 const TOUCH_DOUBLE_TAP_MS = 400; // ... and at most this long apart
+const TOUCH_ECHO_MS = 1000; // a double-click this soon after a double tap is its echo
 const RESEND_MS = 1500; // a trigger can be lost when a rerun preempts another: send again
 // (not sooner: a busy server answers in about a second, and a resend then only queues a second
 // rerun behind the first)
@@ -195,6 +196,7 @@ class GraphCanvas {
     // and a slower double-click added none.) Cytoscape still says what was
     // tapped: the second click adds a node only if it was a tap on the background.
     this.touchTaps = [null, null];
+    this.touchAdded = -Infinity; // when a touch double tap last added a node
     cy.on("tapstart", () => { this.tapped = null; });
     cy.on("tap", (e) => {
       this.tapped = e.target === cy ? e.position : null;
@@ -204,7 +206,7 @@ class GraphCanvas {
       const p = this.tapped;
       this.tapped = null;
       // a touch screen's double tap, if the browser also reports it as a double-click
-      if (!p || !this.editable || performance.now() - (this.touchAdded || -1e9) < 1000) return;
+      if (!p || !this.editable || performance.now() - this.touchAdded < TOUCH_ECHO_MS) return;
       addAt(p);
     });
     // A touch screen has no system double-click: there Cytoscape's double tap
