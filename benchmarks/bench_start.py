@@ -5,8 +5,10 @@ Per round, with a fresh (empty) compilation cache directory:
 
 1. a new server; session 1 opens the page: server process start -> first
    paint (every panel drawn: the title, the graph canvas, the model panel, the
-   step counter and the Play button), and ready (the script idle); then Play ->
-   first point in the loss chart (a cold compile);
+   step counter and the Play button), and ready (Play enabled, i.e. the model
+   built, and the script idle: the first session's model is built once the
+   browser says the page is drawn); then Play -> first point in the loss chart
+   (a cold compile);
 2. session 2 on the same running server: page open -> first paint, and Play ->
    first point (the same shapes were compiled by session 1);
 3. the server is stopped and started again on the same cache directory:
@@ -66,6 +68,7 @@ def open_page(browser, url: str, t0: float) -> tuple:
     page.locator(".st-key-g_canvas").first.wait_for(timeout=TIMEOUT_MS)
     page.locator(".st-key-m_epochs input").wait_for(timeout=TIMEOUT_MS)
     paint = time.perf_counter() - t0
+    page.locator(".st-key-t_play button:enabled").wait_for(timeout=TIMEOUT_MS)
     wait_idle(page, TIMEOUT_MS)
     ready = time.perf_counter() - t0
     return page, context, paint, ready

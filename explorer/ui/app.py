@@ -19,6 +19,7 @@ from explorer.ui import (
     train_panel,
 )
 from explorer.ui.common import (
+    build_if_drawn,
     build_pending,
     classroom,
     guard,
@@ -51,6 +52,7 @@ def main() -> None:
 def explorer_page() -> None:
     """The explorer: a graph, a model, a JIT mode, live training and diagnosis."""
     ws = workspace()
+    build_if_drawn(ws)  # the server's first session: the page was drawn without its model
     with st.sidebar:
         if classroom():
             st.caption("Classroom link: the model settings are fixed by the link.")
@@ -101,7 +103,7 @@ def explorer_page() -> None:
                    f"a graph of up to {links.MAX_LINK_NODES:,} nodes and "
                    f"{links.MAX_GRAPH_CHARS:,} characters. *Download as script* (Train) "
                    "carries the graph.")
-    build_pending(ws)  # the server's first session: the model after its first page
+    build_pending(ws)  # the server's first session: the model once this page is drawn
     if ws.run is not None:
         # the page is drawn: compile the eval function (metrics, predictions) in the
         # background, so Play pays only for the training step's own compile

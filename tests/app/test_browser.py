@@ -97,6 +97,8 @@ class App:
     def __init__(self, url: str, browser, runs: Path):
         self.url = url
         self.browser = browser
+        #: sessions opened so far with :meth:`session` (0: the server's first is to come)
+        self.sessions = 0
         #: the app's "Your runs" folder (EXPLORER_RUNS), which a test writes a run into
         self.runs = runs
 
@@ -106,6 +108,7 @@ class App:
         ``options``: more of the context's (``has_touch=True``: a touch screen)."""
         context = self.browser.new_context(viewport=viewport or VIEWPORT, **options)
         page = context.new_page()
+        self.sessions += 1
         page.goto(self.url + query, timeout=LOAD_MS)
         expect(progress(page), "the page never showed its step counter").to_contain_text(
             STEP_TEXT, timeout=LOAD_MS)
@@ -123,6 +126,18 @@ def serve(*, as_users_run_it: bool = False, **env_extra):
         if os.environ.get("CI"):
             pytest.fail(f"{missing}: the browser tests must run in CI")
         pytest.skip(missing)
+    with server(as_users_run_it=as_users_run_it, **env_extra) as (url, runs):
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+            try:
+                yield App(url, browser, runs)
+            finally:
+                browser.close()
+
+
+@contextlib.contextmanager
+def server(*, as_users_run_it: bool = False, **env_extra):
+    """The app server of :func:`serve` alone: yields ``(url, runs folder)``; stops it."""
     port = _free_port()
     log = Path(tempfile.mkstemp(prefix="streamlit_", suffix=".log")[1])
     runs = tempfile.TemporaryDirectory(prefix="explorer_runs_")
@@ -150,12 +165,7 @@ def serve(*, as_users_run_it: bool = False, **env_extra):
                 pytest.fail(f"streamlit not healthy after {START_TIMEOUT_S} s:\n"
                             f"{_log_tail(log)}")
             time.sleep(0.2)
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-            try:
-                yield App(url + "/", browser, Path(runs.name))
-            finally:
-                browser.close()
+        yield url + "/", Path(runs.name)
     finally:
         _stop(proc)
         if proc.returncode not in (0, -15, None):
@@ -271,6 +281,64 @@ def shoot(locator, name: str) -> Path:
 
 
 # -------------------------------------------------------------------- tests
+def test_a_new_servers_first_model_is_built_once_the_browser_says_its_page_is_drawn(app):
+    """The server's first session draws its whole page before it builds the
+    model, and builds it when the browser reports that page drawn (the
+    ``page_drawn`` component's trigger, explorer/ui/common.py): while the test
+    holds that message back, Play stays disabled under "Building the model";
+    once it is let through, Play comes on with no click."""
+    if app.sessions:  # run after another test of this file: a new server of its own
+        with server() as (url, runs):
+            _first_model_waits_for_the_drawn_signal(App(url, app.browser, runs))
+    else:
+        _first_model_waits_for_the_drawn_signal(app)
+
+
+def _first_model_waits_for_the_drawn_signal(app) -> None:
+    held, routes = [], []
+
+    def route(ws):
+        server = ws.connect_to_server()
+        routes.append(server)
+
+        def from_page(message):
+            if isinstance(message, bytes) and b"page_drawn" in message and not routes[1:]:
+                held.append(message)  # the browser's "drawn": held until the test says
+            else:
+                server.send(message)
+
+        ws.on_message(from_page)
+
+    context = app.browser.new_context(viewport=VIEWPORT)
+    try:
+        page = context.new_page()
+        page.route_web_socket(re.compile(r"/_stcore/stream"), route)
+        app.sessions += 1
+        page.goto(app.url, timeout=LOAD_MS)
+        train = column(page, "Train")
+        expect(train).to_contain_text("Building the model now that the page is drawn",
+                                      timeout=LOAD_MS)
+        expect(progress(page)).to_contain_text("Step 0 of 100")
+        expect(page.locator(".st-key-g_canvas .gc-box")).to_have_attribute(
+            "data-nodes", "34", timeout=STEP_MS)  # the canvas drew the graph
+        deadline = time.monotonic() + 20
+        while not held and time.monotonic() < deadline:
+            page.wait_for_timeout(100)
+        assert held, "the browser never said that the page was drawn"
+        page.wait_for_timeout(2000)  # the server waits: no model without the message
+        expect(page.locator(".st-key-t_play button")).to_be_disabled()
+        expect(train).to_contain_text("Building the model now that the page is drawn")
+        routes.append("released")
+        for message in held:
+            routes[0].send(message)
+        expect(page.locator(".st-key-t_play button")).to_be_enabled(timeout=COMPILE_MS)
+        expect(train).not_to_contain_text("Building the model", timeout=STEP_MS)
+        click(page, "t_step")
+        expect_steps(page, 1, COMPILE_MS)
+    finally:
+        context.close()
+
+
 def test_play_draws_the_loss_chart_and_pause_stops(app):
     context, page = app.session()
     try:
