@@ -133,7 +133,8 @@ export default function ({ setTriggerValue }) {
   return () => { gone = true; };
 }
 """
-DRAWN_KEY = "page_drawn"  # the component's key; in session state: it was placed
+DRAWN_KEY = "page_drawn"  # the component's key
+_ASKED = "page_drawn_asked"  # in session state: the component was placed
 
 
 @st.cache_resource(show_spinner=False)
@@ -162,14 +163,15 @@ def build_pending(ws: Workspace) -> None:
     the model first thing: :func:`build_if_drawn`), or by any earlier rerun a
     click asks for. Building it at once, while the browser was still drawing
     the page's last elements, took a 2-core machine's CPU from the browser: the
-    first page was drawn 3.97 s after the server started instead of 3.09 s
-    (medians of 4; RESULTS.md). A session with no browser behind it (no request
-    headers: Streamlit's AppTest, which runs no JavaScript) builds it now and
-    draws the page again."""
+    first page was drawn 4.31 s after the server started, against 3.28 s this
+    way (medians of five pairs; RESULTS.md). A page in a background tab gets
+    no animation frames, so its model is built when the tab is first shown. A
+    session with no browser behind it (no request headers: Streamlit's AppTest,
+    which runs no JavaScript) builds it now and draws the page again."""
     if not ws.pending:
         return
     if st.context.headers:
-        st.session_state[DRAWN_KEY + "_asked"] = True
+        st.session_state[_ASKED] = True
         _drawn_component()(key=DRAWN_KEY, on_drawn_change=_ignore)
         return
     _build(ws)
@@ -181,7 +183,7 @@ def build_if_drawn(ws: Workspace) -> None:
     for, in the rerun the browser's signal (or a click) asked for, and start
     compiling its training step in the background at once (``Run.warm_up``),
     while this run draws the page, rather than after it."""
-    if ws.pending and st.session_state.get(DRAWN_KEY + "_asked"):
+    if ws.pending and st.session_state.get(_ASKED):
         _build(ws)
         if ws.run is not None:
             ws.run.warm_up()
