@@ -402,6 +402,10 @@ class Workspace:
             self.reset()
             self.notice = f"{what}: the graph is empty; add a node to train"
             return
+        if run is None and self.pending:  # an edit before the first model was built
+            self.reset()
+            self.notice = f"{what}: the model is built on the edited graph."
+            return
         if (run is None or graph.num_features != run.graph.num_features
                 or _classes(graph) != _classes(run.graph)):
             why = ("no run yet" if run is None else

@@ -63,6 +63,22 @@ def test_any_new_run_ends_the_wait_and_a_dataset_never_waits():
     assert not dataset.pending and dataset.run is not None
 
 
+def test_an_edit_before_the_first_build_builds_on_the_edited_graph():
+    """A canvas edit made while the app waits for the browser to draw the first
+    page builds the model on the edited graph, and its notice says so, not that
+    a new run started (no run was ever shown)."""
+    ws = Workspace(RunConfig(dropout=0.0), build=False)
+    node = ws.add_node(label=0)
+    assert not ws.pending and ws.run is not None
+    assert ws.run.graph.num_nodes == 35 == node + 1
+    assert ws.notice == f"added node {node}: the model is built on the edited graph."
+    empty = Workspace(RunConfig(dropout=0.0))
+    empty.clear()
+    assert empty.run is None and not empty.pending
+    empty.add_node(label=0)  # from an empty drawing: a new run, and why
+    assert "a new run started (no run yet)" in empty.notice
+
+
 def test_play_ticks_until_the_target_then_stops(ws):
     ws.set_config(ws.config.replace(epochs=12))
     ws.steps_per_tick, ws.tick_budget_s = 5, 60.0
