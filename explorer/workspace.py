@@ -402,7 +402,7 @@ class Workspace:
             self.reset()
             self.notice = f"{what}: the graph is empty; add a node to train"
             return
-        if run is None and self.pending:  # an edit before the first model was built
+        if self.pending:  # an edit before the first model was built (there is no run)
             self.reset()
             self.notice = f"{what}: the model is built on the edited graph."
             return

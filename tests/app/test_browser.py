@@ -29,6 +29,7 @@ from conftest import REPO, app_environ
 
 from explorer import linechart
 from explorer.engine import STEPPERS
+from explorer.ui.common import DRAWN_KEY
 
 try:
     from playwright.sync_api import Error as PlaywrightError
@@ -295,17 +296,17 @@ def test_a_new_servers_first_model_is_built_once_the_browser_says_its_page_is_dr
 
 
 def _first_model_waits_for_the_drawn_signal(app) -> None:
-    held, routes = [], []
+    held, link = [], {"server": None, "released": False}
+    signal = DRAWN_KEY.encode()  # the component's key, in the message its trigger sends
 
     def route(ws):
-        server = ws.connect_to_server()
-        routes.append(server)
+        link["server"] = ws.connect_to_server()
 
         def from_page(message):
-            if isinstance(message, bytes) and b"page_drawn" in message and not routes[1:]:
+            if isinstance(message, bytes) and signal in message and not link["released"]:
                 held.append(message)  # the browser's "drawn": held until the test says
             else:
-                server.send(message)
+                link["server"].send(message)
 
         ws.on_message(from_page)
 
@@ -328,9 +329,9 @@ def _first_model_waits_for_the_drawn_signal(app) -> None:
         page.wait_for_timeout(1000)  # the server waits: no model without the message
         expect(page.locator(".st-key-t_play button")).to_be_disabled()
         expect(train).to_contain_text("Building the model now that the page is drawn")
-        routes.append("released")
+        link["released"] = True
         for message in held:
-            routes[0].send(message)
+            link["server"].send(message)
         expect(page.locator(".st-key-t_play button")).to_be_enabled(timeout=COMPILE_MS)
         expect(train).not_to_contain_text("Building the model", timeout=STEP_MS)
     finally:
