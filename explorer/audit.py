@@ -14,10 +14,15 @@ import dataclasses
 import math
 from collections.abc import Callable, Sequence
 
-import jax
-import jax.numpy as jnp
 import numpy as np
-from flax import nnx
+
+from explorer.lazy import lazy
+
+# loaded by the first audit: the app's first page imports this module (its
+# report types and verdict texts) without JAX (explorer/lazy.py)
+jax = lazy("jax")
+jnp = lazy("jax.numpy")
+nnx = lazy("flax.nnx")
 
 __all__ = ["AuditReport", "FrozenTrainingError", "VariableChange", "Verdict",
            "assert_training", "audit_step", "compare_snapshots", "parameters_finite", "snapshot",

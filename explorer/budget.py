@@ -16,7 +16,7 @@ import dataclasses
 
 from explorer.config import RunConfig
 from explorer.engine.recipe import uses_head
-from gnncore import CONV_TYPES
+from gnncore.registry import HEADED_KINDS
 
 __all__ = ["MAX_ACTIVATIONS", "MAX_PARAMS", "Estimate", "check", "estimate"]
 
@@ -62,7 +62,7 @@ def estimate(config: RunConfig, *, nodes: int, edges: int, in_features: int,
     width_in = in_features
     loops = edges + nodes
     for i, layer in enumerate(config.layers):
-        has_heads = CONV_TYPES[layer.kind].has_heads
+        has_heads = layer.kind in HEADED_KINDS
         heads = int(layer.options.get("heads", 1)) if has_heads else 1
         # the output layer has one column per class and head (its heads are averaged)
         columns = classes * heads if i == out_layer else layer.width

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from explorer.config import ConfigError, LayerConfig, RunConfig
 from explorer.engine import STEPPERS, Run, TrainingStopped, task_for
-from explorer.engine.recipe import OPTIMIZERS
+from explorer.engine.optimizers import OPTIMIZERS
 from explorer.export import script_for
 from explorer.graphio import GraphFileError, load_graph_file
 from explorer.race import race

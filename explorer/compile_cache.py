@@ -23,8 +23,9 @@ import os
 import threading
 from pathlib import Path
 
-import jax
-from jax import monitoring
+from explorer.lazy import lazy
+
+jax = lazy("jax")  # loaded by enable(): importing this module loads no JAX
 
 __all__ = ["ENV", "cache_dir", "compile_cold", "enable", "enabled", "hits"]
 
@@ -70,7 +71,7 @@ def enable() -> Path | None:
         jax.config.update("jax_compilation_cache_dir", str(path))
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
         jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-        monitoring.register_event_listener(_count)  # once: dir is set from here on
+        jax.monitoring.register_event_listener(_count)  # once: dir is set from here on
         _state["dir"] = path
         return path
 

@@ -216,7 +216,7 @@ class RunConfig:
         return STEPPERS[self.mode]
 
     def __post_init__(self):
-        from explorer.engine.recipe import OPTIMIZERS
+        from explorer.engine.optimizers import OPTIMIZERS
         from explorer.engine.steppers import STEPPERS
 
         _check(self.graph in PRESETS or self.graph in GRAPH_TASKS, "graph",

@@ -9,14 +9,19 @@ node or edge is added.
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 import networkx as nx
 import numpy as np
 
+import gnncore
 from explorer.sources import PRESETS, build_features, preset_graph, split_per_class
-from gnncore import Graph
 
-__all__ = ["AUTO_LAYOUT_NODES", "LAYOUTS", "MAX_NODES", "Drawing", "History", "from_preset"]
+if TYPE_CHECKING:
+    from gnncore import Graph
+
+__all__ = ["AUTO_LAYOUT_NODES", "LAYOUTS", "MAX_NODES", "Drawing", "GraphArrays", "History",
+           "from_preset"]
 
 LAYOUTS = ("spring", "kamada_kawai", "spectral", "circular")
 #: a drawing is also the data container of big graphs (files, Cora): the UI
@@ -24,6 +29,35 @@ LAYOUTS = ("spring", "kamada_kawai", "spectral", "circular")
 MAX_NODES = 50_000
 #: ``layout="auto"`` lays out graphs up to this size; bigger ones keep no positions
 AUTO_LAYOUT_NODES = 500
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class GraphArrays:
+    """A training-ready graph as host (numpy) arrays: what :meth:`to_graph`
+    hands to :meth:`gnncore.Graph.from_arrays`, and what a page shows about the
+    graph (classes, split) before JAX is loaded. ``edge_index`` holds both
+    directions of an undirected edge."""
+
+    edge_index: np.ndarray  # [2, E] int64
+    x: np.ndarray  # [N, F] node features
+    y: np.ndarray  # [N] int32 labels, -1 = unlabelled
+    train_mask: np.ndarray  # [N] bool
+    val_mask: np.ndarray
+    test_mask: np.ndarray
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.y)
+
+    def num_classes(self) -> int:
+        """``max(y) + 1``, as :meth:`gnncore.Graph.num_classes`."""
+        return int(np.max(self.y, initial=-1)) + 1
+
+    def to_graph(self) -> Graph:
+        """The :class:`gnncore.Graph` (validated; its arrays on the device)."""
+        return gnncore.Graph.from_arrays(
+            self.edge_index, self.x, num_nodes=self.num_nodes, y=self.y,
+            train_mask=self.train_mask, val_mask=self.val_mask, test_mask=self.test_mask)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -157,6 +191,13 @@ class Drawing:
         built ``features``; ``split`` (``(train, val, test)`` bool masks, one
         entry per node, e.g. a file's public split) replaces the seeded
         ``train_per_class`` split."""
+        return self.to_arrays(features=features, seed=seed, train_per_class=train_per_class,
+                              x=x, split=split).to_graph()
+
+    def to_arrays(self, *, features: str = "one_hot", seed: int = 0,
+                  train_per_class: int = 1, x: np.ndarray | None = None,
+                  split=None) -> GraphArrays:
+        """What :meth:`to_graph` builds, as host arrays (no JAX)."""
         if not self.num_nodes:
             raise ValueError("the drawing has no nodes")
         pairs = list(self.edges)
@@ -172,8 +213,8 @@ class Drawing:
             x = build_features(self.to_networkx(), features, seed=seed)
         elif len(x) != self.num_nodes:
             raise ValueError(f"x has {len(x)} rows for {self.num_nodes} nodes")
-        return Graph.from_arrays(edge_index, x, num_nodes=self.num_nodes, y=labels,
-                                 train_mask=train, val_mask=val, test_mask=test)
+        return GraphArrays(edge_index, x, labels, np.asarray(train), np.asarray(val),
+                           np.asarray(test))
 
     def _check_split(self, split) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if not isinstance(split, (tuple, list)) or len(split) != 3:

@@ -13,14 +13,24 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from explorer.config import RunConfig
-from explorer.drawing import AUTO_LAYOUT_NODES, LAYOUTS, Drawing, History, from_preset
+from explorer.drawing import (
+    AUTO_LAYOUT_NODES,
+    LAYOUTS,
+    Drawing,
+    GraphArrays,
+    History,
+    from_preset,
+)
 from explorer.graphio import MAX_LABEL
 from explorer.sources import PRESETS, GraphSource, community_labels, preset_file
-from gnncore import Graph
+
+if TYPE_CHECKING:
+    from gnncore import Graph
 
 __all__ = ["Editor", "FileData", "GraphStats", "from_file", "open_graph"]
 
@@ -105,7 +115,8 @@ class Editor:
         self.selected: tuple[int, ...] = ()  # nodes selected on the canvas
         self.view_positions: dict[str, tuple[float, float]] = {}  # big-graph view layout
         self.sample = 0  # the dataset graph on show (graph-classification datasets)
-        self._graph: tuple[tuple, Graph | None] | None = None  # (key, training graph)
+        self._arrays: tuple[tuple, GraphArrays | None] | None = None  # (key, host arrays)
+        self._graph: tuple[GraphArrays, Graph] | None = None  # (its arrays, training graph)
 
     @classmethod
     def for_sample(cls, graph: Graph, label: int, index: int,
@@ -135,12 +146,22 @@ class Editor:
         split (``None`` when it has no nodes). Built again only when the
         drawing's structure or one of those settings changed (an editor's
         file data never changes)."""
-        key = (self.drawing.structure, config.features, config.seed, config.train_per_class)
-        if self._graph is None or self._graph[0] != key:
-            self._graph = (key, self._build_graph(config))
+        arrays = self.arrays(config)
+        if arrays is None:
+            return None
+        if self._graph is None or self._graph[0] is not arrays:
+            self._graph = (arrays, arrays.to_graph())
         return self._graph[1]
 
-    def _build_graph(self, config: RunConfig) -> Graph | None:
+    def arrays(self, config: RunConfig) -> GraphArrays | None:
+        """:meth:`graph` as host arrays (what a page shows about the graph:
+        classes, split), built without JAX; kept as long as :meth:`graph`'s."""
+        key = (self.drawing.structure, config.features, config.seed, config.train_per_class)
+        if self._arrays is None or self._arrays[0] != key:
+            self._arrays = (key, self._build_arrays(config))
+        return self._arrays[1]
+
+    def _build_arrays(self, config: RunConfig) -> GraphArrays | None:
         drawing = self.drawing
         if not drawing.num_nodes:
             return None
@@ -157,8 +178,8 @@ class Editor:
             if data.split is not None:
                 split = tuple(np.where(known, mask[np.maximum(rows, 0)], False)
                               for mask in data.split)
-        return drawing.to_graph(features=config.features, seed=config.seed,
-                                train_per_class=config.train_per_class, x=x, split=split)
+        return drawing.to_arrays(features=config.features, seed=config.seed,
+                                 train_per_class=config.train_per_class, x=x, split=split)
 
     def stats(self) -> GraphStats:
         d = self.drawing

@@ -42,10 +42,14 @@ import re
 import zipfile
 import zlib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gnncore import Graph
+import gnncore
+
+if TYPE_CHECKING:
+    from gnncore import Graph
 
 __all__ = ["FORMATS", "MAX_LABEL", "SPLITS", "GraphFile", "GraphFileError", "Limits",
            "export_graph", "export_node_csv", "load_graph_file"]
@@ -190,7 +194,7 @@ class GraphFile:
             raise GraphFileError("labels: choose 'file' or 'community'")
         train, val, test = (self.split if self.split is not None
                             else split_per_class(y, train_per_class, seed))
-        return Graph.from_arrays(ei, x, num_nodes=self.num_nodes, edge_weight=w, y=y,
+        return gnncore.Graph.from_arrays(ei, x, num_nodes=self.num_nodes, edge_weight=w, y=y,
                                  train_mask=train, val_mask=val, test_mask=test)
 
     def to_drawing(self, *, layout: str | None = "auto", seed: int = 0):

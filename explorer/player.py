@@ -13,10 +13,14 @@ import gc
 import math
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from explorer.engine import Run, StepRecord, TrainingStopped
+from explorer import engine
+
+if TYPE_CHECKING:
+    from explorer.engine import Run, StepRecord
 
 __all__ = ["TICK_BUDGET_S", "Player", "release_memory"]
 
@@ -104,7 +108,7 @@ class Player:
             room = min(limit - done, self.target_steps - self.steps_done)
             try:
                 records = self._advance(None if math.isinf(room) else int(room))
-            except (TrainingStopped, ValueError) as err:
+            except (engine.TrainingStopped, ValueError) as err:
                 return done, err
             done += len(records)
             if first or any(r.traced for r in records):  # show its point at once
@@ -143,7 +147,7 @@ class Player:
     def _advance(self, limit: int | None = None) -> list[StepRecord]:
         try:
             return self.run.advance(limit)
-        except (TrainingStopped, ValueError):
+        except (engine.TrainingStopped, ValueError):
             self.playing = False
             raise
 

@@ -11,10 +11,13 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
+from explorer import engine
 from explorer.config import RunConfig
-from explorer.engine import STEPPERS, Run, TrainingStopped
-from gnncore import Graph
+
+if TYPE_CHECKING:
+    from gnncore import Graph
 
 __all__ = ["RaceEntry", "lane_label", "lanes", "race"]
 
@@ -65,7 +68,7 @@ def lane_label(mode: str, devices: int) -> str:
 def lanes(config: RunConfig, modes: Sequence[str] | None = None) -> list[tuple[str, int]]:
     """The race's ``(mode, devices)`` lanes: every mode (or ``modes``) on one
     device, and, when ``config.devices`` is more, on that many too."""
-    modes = tuple(STEPPERS) if modes is None else tuple(modes)
+    modes = tuple(engine.STEPPERS) if modes is None else tuple(modes)
     counts = sorted({1, config.devices})
     return [(mode, n) for mode in modes for n in counts]
 
@@ -83,11 +86,11 @@ def race(config: RunConfig, graph: Graph | None = None, *, steps: int | None = N
     for i, (mode, devices) in enumerate(todo):
         if progress:
             progress(lane_label(mode, devices), i, len(todo))
-        run = Run(config.replace(mode=mode, devices=devices), graph)
+        run = engine.Run(config.replace(mode=mode, devices=devices), graph)
         stopped = ""
         try:
             run.train(steps)
-        except TrainingStopped as err:
+        except engine.TrainingStopped as err:
             stopped = str(err)
         report = run.audit()
         breakdown = run.compile_breakdown() or {}

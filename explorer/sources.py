@@ -15,11 +15,15 @@ import dataclasses
 import functools
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import networkx as nx
 import numpy as np
 
-from gnncore import Graph, from_networkx
+import gnncore
+
+if TYPE_CHECKING:
+    from gnncore import Graph
 
 __all__ = ["ASSETS", "FEATURES", "GRAPH_FEATURES", "GRAPH_TASKS", "PRESETS", "Preset",
            "build_features", "graph_classification_dataset", "load_graph_dataset",
@@ -368,8 +372,8 @@ def load_graph(name: str = "karate", *, features: str | None = None, seed: int =
     G, labels = preset_graph(name, seed=seed, difficulty=difficulty)
     train, val, test = split_per_class(labels, train_per_class, seed)
     weight = "weight" if all("weight" in d for _, _, d in G.edges(data=True)) else None
-    g = from_networkx(G, feature_attrs=None, label_attr=None, weight_attr=weight)
-    return Graph.from_arrays(g.edge_index, build_features(G, features, seed=seed), y=labels,
+    g = gnncore.from_networkx(G, feature_attrs=None, label_attr=None, weight_attr=weight)
+    return gnncore.Graph.from_arrays(g.edge_index, build_features(G, features, seed=seed), y=labels,
                              edge_weight=g.edge_weight, train_mask=train, val_mask=val,
                              test_mask=test)
 
@@ -418,8 +422,8 @@ def graph_classification_dataset(name: str, num_graphs: int = 100, *, seed: int 
     out = []
     for label in labels:
         G = make(rng, int(label))
-        g = from_networkx(G, feature_attrs=None, label_attr=None, weight_attr=None)
-        out.append((Graph.from_arrays(g.edge_index, np.ones((g.num_nodes, 1), np.float32)),
+        g = gnncore.from_networkx(G, feature_attrs=None, label_attr=None, weight_attr=None)
+        out.append((gnncore.Graph.from_arrays(g.edge_index, np.ones((g.num_nodes, 1), np.float32)),
                     int(label)))
     return out
 
@@ -441,7 +445,7 @@ def load_graph_dataset(name: str, *, features: str = "degree_one_hot", seed: int
     graphs, labels = [], []
     for i, (g, label) in enumerate(graph_classification_dataset(name, num_graphs, seed=seed)):
         x = build_features(to_networkx(g, undirected=True), features, seed=seed + i)
-        graphs.append(Graph.from_arrays(g.edge_index, x, num_nodes=g.num_nodes))
+        graphs.append(gnncore.Graph.from_arrays(g.edge_index, x, num_nodes=g.num_nodes))
         labels.append(label)
     return graphs, np.asarray(labels, np.int32)
 

@@ -18,14 +18,19 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+import gnncore
+from explorer import engine
 from explorer.audit import AuditReport
 from explorer.config import RunConfig
-from explorer.drawing import Drawing
+from explorer.drawing import Drawing, GraphArrays
 from explorer.editor import Editor, FileData, GraphStats, from_file, open_graph
-from explorer.engine import Run, SharedCompiles, StepRecord, Task, TrainingStopped, task_for
+
+if TYPE_CHECKING:
+    from explorer.engine import Run, SharedCompiles, StepRecord, Task
 from explorer.graphio import load_graph_file
 from explorer.player import TICK_BUDGET_S, Player, release_memory
 from explorer.race import RaceEntry, race
@@ -35,7 +40,9 @@ from explorer.sources import (
     SCALABLE_FEATURES,
     GraphSource,
 )
-from gnncore import Graph, SparseFeatures
+
+if TYPE_CHECKING:
+    from gnncore import Graph
 
 __all__ = ["TICK_BUDGET_S", "FileData", "GraphStats", "Workspace", "release_memory"]
 
@@ -153,13 +160,21 @@ class Workspace:
             return None
         return self.editor.graph(self.config)
 
+    @property
+    def arrays(self) -> GraphArrays | None:
+        """:attr:`graph` as host arrays: what the page shows about it (classes,
+        split) without building it, so a first page loads no JAX."""
+        if not self.task.editable:
+            return None
+        return self.editor.arrays(self.config)
+
     def split_info(self) -> str:
         """Which split is in use and its sizes, e.g. ``the file's split: 140 train ·
         500 val · 1000 test``."""
-        g = self.graph
+        g = self.arrays
         if g is None:
             return ""
-        sizes = " · ".join(f"{int(np.sum(np.asarray(getattr(g, f'{k}_mask'))))} {k}"
+        sizes = " · ".join(f"{int(np.sum(getattr(g, f'{k}_mask')))} {k}"
                            for k in ("train", "val", "test"))
         if self.file_data is not None and self.file_data.split is not None:
             return f"the file's own split: {sizes}"
@@ -170,8 +185,10 @@ class Workspace:
         """How the step takes the node features when they go in as CSR, e.g.
         ``1,433 per node, 1.3 % non-zero: the step takes them as CSR ...``;
         ``""`` when they go in dense (or before the run is built)."""
-        x = None if self.run is None else self.run.inputs.x
-        if not isinstance(x, SparseFeatures):
+        if self.run is None:
+            return ""
+        x = self.run.inputs.x
+        if not isinstance(x, gnncore.SparseFeatures):
             return ""
         nodes, width = x.shape
         share = 100 * x.values.shape[0] / (nodes * width)
@@ -182,13 +199,13 @@ class Workspace:
         """Why a node run has nothing to learn from, or ``""``: with no labelled
         node in the training split the loss is 0, so only weight decay moves
         the weights and the audit still sees them change."""
-        g = self.graph
+        g = self.arrays
         if g is None:
             return ""
-        train = np.asarray(g.train_mask) & (np.asarray(g.y) >= 0)
+        train = g.train_mask & (g.y >= 0)
         if train.any():
             return ""
-        labelled = int(np.sum(np.asarray(g.y) >= 0))
+        labelled = int(np.sum(g.y >= 0))
         what = ("no node has a label" if labelled == 0 else
                 f"none of the {labelled} labelled node(s) is in the training split")
         return (f"Nothing to learn from: {what}, so the loss is 0 and only weight decay "
@@ -205,12 +222,12 @@ class Workspace:
             if self.run is None:
                 return []
             return [self.graph_split(self.sample)] * self.drawing.num_nodes
-        g = self.graph
+        g = self.arrays
         if g is None:
             return []
         out = np.full(g.num_nodes, "none", dtype=object)
         for name in ("test", "val", "train"):
-            out[np.asarray(getattr(g, f"{name}_mask"))] = name
+            out[getattr(g, f"{name}_mask")] = name
         return list(out)
 
     # ---------------------------------------------------------- loading
@@ -219,7 +236,7 @@ class Workspace:
         dataset (``ValueError`` for a bad name or difficulty; the current graph
         stays)."""
         difficulty = self.config.difficulty if difficulty is None else float(difficulty)
-        task = task_for(name)
+        task = engine.task_for(name)
         config = self.config.replace(  # validates
             graph=name, difficulty=difficulty if task.editable else 0.0,
             features=task.usable_features(self.config.features))
@@ -468,9 +485,9 @@ class Workspace:
         """The run of ``config`` on ``editor``'s graph (``None``: an empty
         drawing). Raises ``ValueError`` when it cannot be built."""
         if not config.task.editable:
-            return Run(config, shared=self.shared)
+            return engine.Run(config, shared=self.shared)
         graph = editor.graph(config)
-        return None if graph is None else Run(config, graph, shared=self.shared)
+        return None if graph is None else engine.Run(config, graph, shared=self.shared)
 
     def _start(self, run: Run | None) -> None:
         self.pending = False
@@ -489,7 +506,7 @@ class Workspace:
             return None
         try:
             return self.player.step()
-        except (TrainingStopped, ValueError) as err:
+        except (engine.TrainingStopped, ValueError) as err:
             self.error = str(err)
             return None
 

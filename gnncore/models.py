@@ -14,54 +14,15 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-import jax
-import jax.numpy as jnp
 from flax import nnx
 
-from gnncore.conv import (
-    ChebConv,
-    GATConv,
-    GATv2Conv,
-    GCNConv,
-    GINConv,
-    GraphConv,
-    SAGEConv,
-    SGConv,
-    TransformerConv,
-)
 from gnncore.inits import linear
-from gnncore.norm import BatchNorm, GraphNorm, LayerNorm
-from gnncore.pool import global_add_pool, global_max_pool, global_mean_pool, global_min_pool
+from gnncore.registry import ACTIVATIONS, CONV_TYPES, NORMS, POOL_FNS, POOLS  # re-exported
 from gnncore.sparse import as_dense
 from gnncore.utils import _static_num_graphs
 
 __all__ = ["ACTIVATIONS", "CONV_TYPES", "NORMS", "POOLS", "BasicGNN", "ConvSpec", "GAT", "GCN",
            "GIN", "GNN", "GraphSAGE", "build_conv"]
-
-#: conv kind (the explorer's name) -> conv class. What a kind supports is
-#: declared by its class: ``has_heads``, ``takes_edge_weight``,
-#: ``takes_edge_attr`` and ``spec_defaults`` (see :class:`MessagePassing`).
-CONV_TYPES = {"gcn": GCNConv, "gat": GATConv, "sage": SAGEConv, "gin": GINConv,
-              "gatv2": GATv2Conv, "transformer": TransformerConv, "graph": GraphConv,
-              "cheb": ChebConv, "sg": SGConv}
-
-#: readout name -> global pool of :mod:`gnncore.pool` (``"sum"`` is ``global_add_pool``)
-_POOL_FNS = {"mean": global_mean_pool, "sum": global_add_pool, "max": global_max_pool,
-             "min": global_min_pool}
-#: the readouts a graph-level :class:`GNN` takes (``pool=``)
-POOLS = tuple(_POOL_FNS)
-#: norm name -> norm class (``GNN(norm=...)``)
-NORMS = {"batch": BatchNorm, "layer": LayerNorm, "graph": GraphNorm}
-
-ACTIVATIONS = {
-    "relu": jax.nn.relu,
-    "elu": jax.nn.elu,
-    "gelu": jax.nn.gelu,
-    "leaky_relu": jax.nn.leaky_relu,
-    "tanh": jnp.tanh,
-    "identity": lambda x: x,
-}
-
 
 @dataclasses.dataclass(frozen=True)
 class ConvSpec:
@@ -203,7 +164,7 @@ class GNN(nnx.Module):
         nodes in a padding graph of their own) and ``num_graphs`` must be static
         under a trace.
         """
-        pool = _POOL_FNS[self.pool]
+        pool = POOL_FNS[self.pool]
         if batch is None:
             return pool(x, None, 1, mask=node_mask)
         return pool(x, batch, _static_num_graphs(batch, num_graphs, arg="num_graphs"))

@@ -23,8 +23,8 @@ code whose fastest form depends on it (the gradient of edge weights in
 from __future__ import annotations
 
 import os
-
-import jax
+import sys
+from importlib import metadata
 
 __all__ = ["CPU_FLAGS", "REDUCTIONS_IN_XLA", "TESTED_JAX", "reductions_in_xla",
            "request_cpu_flags"]
@@ -41,7 +41,7 @@ def request_cpu_flags(environ=None) -> bool:
     ``os.environ``). Returns True if the running process will use them: the
     backend has not started yet and jax is one of :data:`TESTED_JAX`."""
     env = os.environ if environ is None else environ
-    if jax.__version__ not in TESTED_JAX:
+    if _jax_version() not in TESTED_JAX:
         return False
     flags = env.get("XLA_FLAGS", "")
     for flag in CPU_FLAGS:
@@ -52,12 +52,25 @@ def request_cpu_flags(environ=None) -> bool:
     return environ is not None or not _backend_started()
 
 
-def _backend_started() -> bool:
+def _jax_version() -> str:
+    """The installed jax's version, read without importing jax: ``import
+    gnncore`` loads this module first and leaves JAX to the first module that
+    computes with it (an app can draw its first page without JAX)."""
+    jax = sys.modules.get("jax")
+    if jax is not None and hasattr(jax, "__version__"):
+        return jax.__version__
     try:
-        from jax._src import xla_bridge
-    except ImportError:  # pragma: no cover - a jax without the private module
-        return True
-    return bool(xla_bridge.backends_are_initialized())
+        return metadata.version("jax")
+    except metadata.PackageNotFoundError:  # pragma: no cover - jax from a source tree
+        return ""
+
+
+def _backend_started() -> bool:
+    """Whether this process's JAX backend has started (no JAX loaded: no)."""
+    bridge = sys.modules.get("jax._src.xla_bridge")
+    if bridge is None:
+        return False
+    return bool(bridge.backends_are_initialized())
 
 
 def reductions_in_xla(flags: str) -> bool:

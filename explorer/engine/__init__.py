@@ -12,13 +12,31 @@
   compiled steps shared by runs with the same shapes (the app's sessions).
 """
 
-from explorer.engine.compiles import SharedCompiles
-from explorer.engine.inputs import EvalTargets, StepInputs
-from explorer.engine.recipe import build_model, build_optimizer
-from explorer.engine.run import Run, StepRecord, TrainingStopped
-from explorer.engine.steppers import STEPPERS, Stepper, stepper_for
-from explorer.engine.tasks import GraphTask, NodeTask, Task, task_for
+from __future__ import annotations
 
-__all__ = ["STEPPERS", "EvalTargets", "GraphTask", "NodeTask", "Run", "SharedCompiles",
-           "StepInputs", "StepRecord", "Stepper", "Task", "TrainingStopped", "build_model",
-           "build_optimizer", "stepper_for", "task_for"]
+import importlib
+
+#: module -> the names this package hands out, each imported on first use: the
+#: app's first page reads the modes, tasks and optimizers without loading JAX
+#: (explorer/lazy.py); a run, a step or a task's data loads it
+_MODULES = {
+    "explorer.engine.compiles": ("SharedCompiles",),
+    "explorer.engine.inputs": ("EvalTargets", "StepInputs"),
+    "explorer.engine.recipe": ("build_model", "build_optimizer"),
+    "explorer.engine.run": ("Run", "StepRecord", "TrainingStopped"),
+    "explorer.engine.steppers": ("STEPPERS", "Stepper", "stepper_for"),
+    "explorer.engine.tasks": ("GraphTask", "NodeTask", "Task", "task_for"),
+}
+_WHERE = {name: module for module, names in _MODULES.items() for name in names}
+
+
+def __getattr__(name: str):
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module 'explorer.engine' has no attribute {name!r}")
+    value = getattr(importlib.import_module(where), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = sorted(_WHERE)

@@ -29,7 +29,9 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from explorer.engine import recipe
+from explorer.lazy import lazy
+
+recipe = lazy("explorer.engine.recipe")  # JAX: loaded by the first run, not by the store
 
 __all__ = ["SharedCompiles", "TraceCounter", "counted", "counting"]
 
@@ -97,14 +99,22 @@ class SharedCompiles:
         self._lock = threading.Lock()
         self._steps: OrderedDict[Hashable, Any] = OrderedDict()
         self._transforms: dict[tuple, Any] = {}
-        #: the training step every shared function wraps; its traces count in
-        #: the run that calls it (:func:`counting`)
-        self.train_step = counted(recipe.train_step)
+        self._train_step = None
         self.built = 0  # step functions built (a miss)
         self.reused = 0  # step functions handed out again (a hit)
         #: runs built with this store (the first one's model compiles JAX's
         #: eager initialisers; later ones of the same shapes find them compiled)
         self.runs = 0
+
+    @property
+    def train_step(self) -> Callable:
+        """The training step every shared function wraps; its traces count in
+        the run that calls it (:func:`counting`). Made on first use: the app
+        makes its store before the first page, which loads no JAX."""
+        with self._lock:
+            if self._train_step is None:
+                self._train_step = counted(recipe.train_step)
+            return self._train_step
 
     def transform(self, name: str, learning_rate: float, weight_decay: float):
         """The optax transform of ``recipe.OPTIMIZERS[name]``, one object per

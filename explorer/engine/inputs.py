@@ -10,6 +10,9 @@ from __future__ import annotations
 import dataclasses
 from typing import NamedTuple
 
+from explorer import jax_first  # noqa: F401  (must stay before JAX's import)
+
+# isort: split
 import jax
 
 

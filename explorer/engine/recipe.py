@@ -11,10 +11,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from explorer import jax_first  # noqa: F401  (must stay before JAX's import)
+
+# isort: split
 import jax.numpy as jnp
 import optax
 from flax import nnx
 
+from explorer.engine.optimizers import OPTIMIZERS
 from gnncore import CONV_TYPES, GNN, ConvSpec
 
 if TYPE_CHECKING:
@@ -54,26 +58,6 @@ def build_model(config: RunConfig, in_features: int, num_classes: int) -> GNN:
                norm=config.norm if config.batch_norm else None, residual=config.residual,
                head=uses_head(config), pool=config.pool if config.task.pooled else None,
                rngs=rngs)
-
-
-# -------------------------------------------------------------- the optimizer
-def adam(learning_rate, weight_decay):
-    """Adam with torch-style coupled L2 weight decay (the GCN paper's setup)."""
-    return optax.chain(optax.add_decayed_weights(weight_decay), optax.adam(learning_rate))
-
-
-def adamw(learning_rate, weight_decay):
-    """Adam with decoupled weight decay."""
-    return optax.adamw(learning_rate, weight_decay=weight_decay)
-
-
-def sgd(learning_rate, weight_decay):
-    """Plain gradient descent with coupled L2 weight decay."""
-    return optax.chain(optax.add_decayed_weights(weight_decay), optax.sgd(learning_rate))
-
-
-#: the optimizers a config can name, each ``(learning_rate, weight_decay) -> optax transform``
-OPTIMIZERS = {"adam": adam, "adamw": adamw, "sgd": sgd}
 
 
 def build_optimizer(config: RunConfig, model: GNN, tx=None) -> nnx.Optimizer:

@@ -15,6 +15,9 @@ import threading
 import time
 import weakref
 
+from explorer import jax_first  # noqa: F401  (must stay before JAX's import)
+
+# isort: split
 import jax
 import numpy as np
 from flax import nnx

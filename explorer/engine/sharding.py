@@ -17,6 +17,9 @@ sizes up to powers of two, so every array splits over 2, 4 or 8 devices.
 
 from __future__ import annotations
 
+from explorer import jax_first  # noqa: F401  (must stay before JAX's import)
+
+# isort: split
 import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec

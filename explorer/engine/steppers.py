@@ -21,14 +21,20 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-import jax
-from flax import nnx
+from explorer.lazy import lazy
 
-from explorer import audit
-from explorer.engine import recipe
-from explorer.engine.compiles import SharedCompiles
+if TYPE_CHECKING:
+    from explorer.engine.compiles import SharedCompiles
+
+# loaded by the first step a stepper makes: the table of modes (names,
+# summaries, settings) is read by the app's first page without JAX
+# (explorer/lazy.py)
+jax = lazy("jax")
+nnx = lazy("flax.nnx")
+audit = lazy("explorer.audit")
+recipe = lazy("explorer.engine.recipe")
 
 __all__ = ["STEPPERS", "Stepper", "stepper_for"]
 
@@ -195,7 +201,9 @@ class Stepper:
     script_loop: ClassVar[str | None] = None
     #: how the mode compiles a function of NNX modules (a lesson calls a model's
     #: own layer the way the mode calls the step)
-    jit: ClassVar[Callable] = staticmethod(nnx.jit)
+    @staticmethod
+    def jit(fn, **options):
+        return nnx.jit(fn, **options)
     #: why the compile-vs-run panel does not compare this mode with its state
     #: donated (``donate_argnums``); ``""``: it does (the state is an argument
     #: of a jax.jit call that returns its replacement)
@@ -323,7 +331,9 @@ class NnxJitTree(Stepper):
     mode = "nnx.jit(graph=False)"
     summary = ("nnx.jit in tree mode: the modules go in as pytrees, no per-call graph walk; "
                "updates propagate out.")
-    jit = staticmethod(functools.partial(nnx.jit, graph=False))
+    @staticmethod
+    def jit(fn, **options):
+        return nnx.jit(fn, graph=False, **options)
     make = staticmethod(make_nnx_jit_tree_step)
     script_build = "step = make_nnx_jit_tree_step(train_step, model, optimizer)"
 
@@ -340,7 +350,9 @@ class JaxJit(Stepper):
     mode = "jax.jit"
     summary = ("The same mutating step under plain jax.jit: updates are silently lost "
                "(frozen training).")
-    jit = staticmethod(jax.jit)
+    @staticmethod
+    def jit(fn, **options):
+        return jax.jit(fn, **options)
     make = staticmethod(make_jax_jit_step)
     script_build = "step = make_jax_jit_step(train_step, model, optimizer)"
     donation_note = ("n/a: the step returns no new state (its updates are dropped: the "

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
-import jax
 import numpy as np
 
-from explorer.engine.inputs import EvalTargets, StepInputs
+import gnncore
+from explorer.lazy import lazy
 from explorer.sources import (
     FEATURES,
     GRAPH_FEATURES,
@@ -23,17 +23,16 @@ from explorer.sources import (
     load_graph_dataset,
     split_graphs,
 )
-from gnncore import (
-    Batch,
-    Graph,
-    SparseFeatures,
-    bucket_size,
-    sparse_if_mostly_zero,
-    to_device,
-)
 
 if TYPE_CHECKING:
     from explorer.config import RunConfig
+    from explorer.engine.inputs import EvalTargets, StepInputs
+    from gnncore import Graph
+
+# JAX, and the modules that need it, load with the first task's data: the
+# app's first page reads only the class attributes (explorer/lazy.py)
+jax = lazy("jax")
+_inputs = lazy("explorer.engine.inputs")
 
 __all__ = ["GraphTask", "NodeTask", "Task", "task_for"]
 
@@ -87,8 +86,8 @@ class Task:
 
 def _targets(labels, masks) -> EvalTargets:
     """Device copies, built on the host: no per-shape compile."""
-    return EvalTargets(to_device(np.asarray(labels, np.int32)),
-                       *(to_device(np.asarray(m, bool)) for m in masks))
+    return _inputs.EvalTargets(gnncore.to_device(np.asarray(labels, np.int32)),
+                       *(gnncore.to_device(np.asarray(m, bool)) for m in masks))
 
 
 class NodeTask(Task):
@@ -108,13 +107,14 @@ class NodeTask(Task):
         self.num_classes = max(graph.num_classes(), 2)
         g, n = graph, graph.num_nodes
         if bucket_padding:
-            g = g.pad_to(bucket_size(n + 1), bucket_size(g.num_edges))
-        node_mask = to_device(np.arange(g.num_nodes) < n)  # host-built: no per-shape compile
+            g = g.pad_to(gnncore.bucket_size(n + 1), gnncore.bucket_size(g.num_edges))
+        # host-built: no per-shape compile
+        node_mask = gnncore.to_device(np.arange(g.num_nodes) < n)
         # Large mostly-zero features (Cora's words, the one-hot ids of a big graph) as
         # CSR: the first layer's product then costs the non-zeros only. Not with
         # buckets: the number of non-zeros would change the shapes at every edit.
-        x = g.x if bucket_padding else sparse_if_mostly_zero(g.x)
-        self.inputs = StepInputs(x, g.adj, g.edge_weight, g.y, g.train_mask, node_mask)
+        x = g.x if bucket_padding else gnncore.sparse_if_mostly_zero(g.x)
+        self.inputs = _inputs.StepInputs(x, g.adj, g.edge_weight, g.y, g.train_mask, node_mask)
         self.targets = _targets(np.asarray(graph.y)[:n],
                                 (graph.train_mask, graph.val_mask, graph.test_mask))
 
@@ -158,12 +158,12 @@ class GraphTask(Task):
 
     def __init__(self, graphs, labels, split):
         self.graphs, self.labels, self.split = graphs, np.asarray(labels), split
-        self.batch_data = b = Batch.from_graphs(graphs, self.labels)
+        self.batch_data = b = gnncore.Batch.from_graphs(graphs, self.labels)
         self.graph = b.graph  # the disjoint union the model sees
         self.num_classes = max(int(self.labels.max()) + 1, 2)
         train = np.zeros(b.num_graphs, bool)
         train[:len(graphs)] = split[0]
-        self.inputs = StepInputs(b.x, b.adj, b.edge_weight, b.y, to_device(train),
+        self.inputs = _inputs.StepInputs(b.x, b.adj, b.edge_weight, b.y, gnncore.to_device(train),
                                  b.node_mask, b.batch, b.num_graphs)
         self.targets = _targets(self.labels, split)
 
@@ -217,12 +217,13 @@ def shape_change(old: StepInputs, new: StepInputs) -> str:
         moved = [f"{what} {a} -> {b}" for what, a, b in
                  (("nodes", old_n, new_n), ("directed edges", old_e, new_e)) if a != b]
         return "shapes changed: " + ", ".join(moved)
-    if isinstance(old.x, SparseFeatures) != isinstance(new.x, SparseFeatures):
-        return ("inputs changed: the features now go in as CSR" if isinstance(new.x, SparseFeatures)
+    sparse = gnncore.SparseFeatures
+    if isinstance(old.x, sparse) != isinstance(new.x, sparse):
+        return ("inputs changed: the features now go in as CSR" if isinstance(new.x, sparse)
                 else "inputs changed: the features now go in dense")
     if jax.tree.structure(old) != jax.tree.structure(new):
         return "inputs changed: edge weights added or removed"
-    if isinstance(new.x, SparseFeatures) and old.x.values.shape != new.x.values.shape:
+    if isinstance(new.x, gnncore.SparseFeatures) and old.x.values.shape != new.x.values.shape:
         return (f"shapes changed: feature non-zeros {old.x.values.shape[0]} -> "
                 f"{new.x.values.shape[0]}")
     return ""

@@ -9,19 +9,21 @@ same graph, model and mode into its panels; a run the app already trained can
 be handed in and is only observed.
 
 One module per lesson (its prose next to its code), named after its key;
-:data:`ORDER` numbers them. Keys and numbers are read without importing JAX
-(:func:`key_of`, used by links); the lessons themselves load on first use of
-:data:`LESSONS` or :func:`find`. Nothing here is shared between sessions:
-every call builds its own models.
+:data:`ORDER` numbers them. Keys, numbers and titles are read without importing JAX
+(:func:`key_of`, used by links; :func:`titles`, by the app's first page); the
+lessons themselves load on first use of :data:`LESSONS` or :func:`find`.
+Nothing here is shared between sessions: every call builds its own models.
 """
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import functools
 import importlib
+from pathlib import Path
 
-__all__ = ["LESSONS", "ORDER", "Lesson", "Outcome", "find", "key_of"]
+__all__ = ["LESSONS", "ORDER", "Lesson", "Outcome", "find", "key_of", "titles"]
 
 #: the lessons' keys (the URL's ``lesson=`` value), in their order; lesson
 #: ``key`` lives in the module ``explorer.lessons.<key with _ for ->``
@@ -42,11 +44,41 @@ def key_of(text: str) -> str | None:
     return None
 
 
+def _module(key: str) -> str:
+    return f"{__name__}.{key.replace('-', '_')}"
+
+
+@functools.cache
+def titles() -> dict[str, str]:
+    """``{key: title}`` of every lesson, in :data:`ORDER`, read from each
+    module's ``LESSON = Lesson(title=...)`` without running the module: a lesson
+    module imports JAX, Flax and optax, which the app's first page (the
+    lesson picker) does without. A module without that statement, or whose
+    title there is not one plain string, is a ``ValueError``
+    (tests/app/test_lessons.py reads the titles both ways)."""
+    out = {}
+    here = Path(__file__).parent
+    for key in ORDER:
+        path = here / f"{key.replace('-', '_')}.py"
+        text = path.read_text(encoding="utf-8")
+        start = text.find("\nLESSON = Lesson(")  # parsed from there: a tenth of the time
+        found = [kw.value for node in ast.walk(ast.parse(text[max(start, 0):]))
+                 if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "Lesson"
+                 for kw in node.keywords if kw.arg == "title"]
+        if len(found) != 1 or not isinstance(found[0], ast.Constant):
+            raise ValueError(f"{path.name}: its Lesson(title=...) is not one plain string")
+        out[key] = found[0].value
+    return out
+
+
 @functools.cache
 def _lessons() -> tuple:
+    from explorer import lazy
+
+    lazy.load()  # the lessons import JAX: the app's compilation cache first
     out = []
     for number, key in enumerate(ORDER, start=1):
-        module = importlib.import_module(f"{__name__}.{key.replace('-', '_')}")
+        module = importlib.import_module(_module(key))
         out.append(dataclasses.replace(module.LESSON, key=key, number=number))
     return tuple(out)
 

@@ -158,7 +158,9 @@ def build_pending(ws: Workspace) -> None:
     """At the end of the page: the run :func:`workspace` left out of the
     server's first session is built once this page is on the screen.
 
-    In a browser, the model is built when the browser says the page is drawn
+    In a browser, the model is built (and JAX, Flax and optax loaded first:
+    this page needed none of them, explorer/lazy.py) when the browser says the
+    page is drawn
     (a component placed here, whose trigger reruns the page; that run builds
     the model first thing: :func:`build_if_drawn`), or by any earlier rerun a
     click asks for. Building it at once, while the browser was still drawing
@@ -170,12 +172,18 @@ def build_pending(ws: Workspace) -> None:
     which runs no JavaScript) builds it now and draws the page again."""
     if not ws.pending:
         return
-    if st.context.headers:
+    if in_browser():
         st.session_state[_ASKED] = True
         _drawn_component()(key=DRAWN_KEY, on_drawn_change=_ignore)
         return
     _build(ws)
     st.rerun()
+
+
+def in_browser() -> bool:
+    """Whether a browser runs this session's page (Streamlit's AppTest, which
+    runs no JavaScript, sends no request headers)."""
+    return bool(st.context.headers)
 
 
 def build_if_drawn(ws: Workspace) -> None:

@@ -170,7 +170,7 @@ def _race(ws: Workspace) -> None:
     cols = st.columns([1, 1, 2], vertical_alignment="bottom")
     steps = cols[0].number_input("Steps", min_value=2, max_value=500, value=30, key="d_steps")
     if cols[1].button("Race all modes", key="d_race", icon=":material/sports_score:",
-                      type="primary", disabled=ws.graph is None):
+                      type="primary", disabled=ws.arrays is None):
         bar = st.progress(0.0, text="Starting the race…")
 
         def progress(mode: str, done: int, total: int) -> None:

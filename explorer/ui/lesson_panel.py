@@ -15,7 +15,8 @@ import streamlit as st
 
 from explorer import linechart, plots
 from explorer.config import RunConfig
-from explorer.lessons import LESSONS, Lesson, Outcome, find, rehearsal
+from explorer.lessons import ORDER, find, rehearsal, titles
+from explorer.lessons.base import Lesson, Outcome
 from explorer.ui.common import svg_chart
 from explorer.workspace import Workspace
 
@@ -145,14 +146,16 @@ def _outcome(outcome: Outcome, side: str, y_range=None) -> None:
 
 
 def render(ws: Workspace) -> None:
-    options = [NO_LESSON] + [lesson.key for lesson in LESSONS]
+    options = [NO_LESSON, *ORDER]
     current = _S.get("lesson") or NO_LESSON
     if _S.get("l_pick") != current:
         _S.l_pick = current
-    titles = {lesson.key: f"{lesson.number}. {lesson.title}" for lesson in LESSONS}
+    # read without loading the lessons (which load JAX): the first page shows this
+    names = {key: f"{number}. {title}" for number, (key, title)
+             in enumerate(titles().items(), start=1)}
     st.selectbox("Lesson", options, key="l_pick", on_change=_picked,
-                 format_func=lambda k: titles.get(k, "Pick a lesson: one JIT pitfall, "
-                                                      "its symptom and its fix"),
+                 format_func=lambda k: names.get(k, "Pick a lesson: one JIT pitfall, "
+                                                     "its symptom and its fix"),
                  help="Each lesson sets up a graph, a model and a JIT mode, runs it and "
                       "shows the symptom; 'apply the fix' shows both side by side.")
     lesson = active()
@@ -192,7 +195,7 @@ def render(ws: Workspace) -> None:
             results.pop("pitfall")
             _S.lesson_memo = {}  # measured again
             st.rerun()
-        keys = [lesson.key for lesson in LESSONS]
+        keys = ORDER
         at = keys.index(lesson.key)
         cols[1].button("Previous lesson", key="l_prev", icon=":material/arrow_back:",
                        on_click=open_lesson, args=(keys[max(at - 1, 0)],), disabled=at == 0)

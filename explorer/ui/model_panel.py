@@ -3,13 +3,16 @@ optimizer, node features and seed. Any change starts a new run."""
 
 from __future__ import annotations
 
+import sys
+
 import streamlit as st
 
 from explorer.config import LAYER_AGGRS, LIMITS, LayerConfig, RunConfig
-from explorer.engine.recipe import OPTIMIZERS
+from explorer.engine.optimizers import OPTIMIZERS
 from explorer.ui.common import plain, set_error, show_error
 from explorer.workspace import Workspace
 from gnncore import ACTIVATIONS, CONV_TYPES, NORMS, POOLS
+from gnncore.registry import HEADED_KINDS
 
 KIND_NAMES = {"gcn": "GCN", "gat": "GAT", "gatv2": "GATv2", "transformer": "Transformer",
               "sage": "GraphSAGE", "gin": "GIN", "graph": "GraphConv", "cheb": "ChebConv (K=2)",
@@ -46,9 +49,11 @@ def _load(cfg: RunConfig) -> None:
 
 
 def _device_count() -> int:
-    import jax  # loaded by then: the workspace built a run
-
-    return jax.device_count()
+    """JAX's device count; 1 while JAX is not loaded (a new server's first page,
+    drawn before its first model: the Devices input comes with the model, on a
+    machine that has more than one)."""
+    jax = sys.modules.get("jax")
+    return 1 if jax is None else jax.device_count()
 
 
 def _new_uid() -> int:
@@ -78,7 +83,7 @@ def _layers_from_widgets() -> tuple[LayerConfig, ...]:
     for uid in _S.m_layers:
         kind = _S[f"m_{uid}_kind"]
         options = {}
-        if CONV_TYPES[kind].has_heads:
+        if kind in HEADED_KINDS:
             options["heads"] = int(_S[f"m_{uid}_heads"])
         if kind == "sage":
             options["aggr"] = _S[f"m_{uid}_aggr"]
@@ -88,7 +93,7 @@ def _layers_from_widgets() -> tuple[LayerConfig, ...]:
 
 def _layer_editor(ws: Workspace) -> None:
     uids = list(_S.m_layers)
-    classes = max(ws.graph.num_classes(), 2) if ws.graph is not None else 2
+    classes = max(ws.arrays.num_classes(), 2) if ws.arrays is not None else 2
     for i, uid in enumerate(uids):
         is_output = i == len(uids) - 1 and not (_S.m_head or ws.task.pooled)
         with st.container(border=True):
@@ -107,7 +112,7 @@ def _layer_editor(ws: Workspace) -> None:
                 cols[0].number_input("Width", **_bounds("width"), step=4,
                                      key=f"m_{uid}_width")
             kind = _S[f"m_{uid}_kind"]
-            if CONV_TYPES[kind].has_heads:
+            if kind in HEADED_KINDS:
                 cols[1].number_input("Heads", **_bounds("heads"), key=f"m_{uid}_heads",
                                      help="Attention heads; hidden widths must divide by it.")
             elif kind == "sage":

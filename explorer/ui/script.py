@@ -65,22 +65,17 @@ def start() -> None:
     delta_generator._use_warning_has_been_displayed = True
     first = "explorer.ui.app" not in sys.modules
     if first:
-        # The first run imports JAX, Flax and the app: over 200,000 tracked objects, and
-        # the cyclic collector walked them all again and again as they came (0.4 s
-        # of the first page's wait). Off while they load; then they are frozen,
-        # out of every later collection's way (module objects live as long as the
-        # server anyway).
-        gc.disable()
+        gc.disable()  # see _load_jax: the app's own modules are many objects too
     try:
         from explorer.startup import without_ipython
 
         with without_ipython():  # Flax's question needs no IPython here
-            from explorer import compile_cache
+            from explorer import lazy
 
-            # a program compiled once (any session, any lesson, an earlier server run)
-            # is read back from disk instead of compiled again;
-            # EXPLORER_COMPILATION_CACHE=off turns it off (explorer/compile_cache.py)
-            compile_cache.enable()
+            # The first page is drawn without JAX (explorer/lazy.py): it loads with
+            # the first model, in the run the browser asks for once the page is up
+            # (explorer.ui.common.build_pending). Once per process.
+            lazy.when_loaded(_load_jax)
             from explorer.ui.app import main
     finally:
         if first:
@@ -88,6 +83,38 @@ def start() -> None:
             gc.enable()
     apply_runner_options()  # every run (two lookups once set)
     main()
+
+
+def _load_jax() -> None:
+    """Load JAX, Flax, optax and the engine, once per server, before the first
+    model is built; and turn the compilation cache on first, so that a program
+    compiled once (any session, any lesson, an earlier server run) is read back
+    from disk instead of compiled again (``EXPLORER_COMPILATION_CACHE=off``
+    turns it off: explorer/compile_cache.py).
+
+    They are over 200,000 tracked objects, and the cyclic collector walked them
+    all again and again as they came (0.4 s of a new server's first page when
+    they were imported before it); it is off while they load, and they are
+    frozen after, out of every later collection's way (modules live as long as
+    the server anyway)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        from explorer.startup import without_ipython
+
+        with without_ipython():
+            from explorer import compile_cache
+
+            compile_cache.enable()
+            # what the engine imports (this may run inside its import: by name)
+            import flax.nnx  # noqa: F401
+            import optax  # noqa: F401
+
+            import gnncore.models  # noqa: F401  (the layers)
+    finally:
+        gc.freeze()
+        if enabled:
+            gc.enable()
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ import streamlit as st
 from explorer import linechart
 from explorer.config import LIMITS
 from explorer.engine import STEPPERS
-from explorer.export import script_for
+from explorer.lazy import lazy
 from explorer.ui.common import (
     answer_due,
     interaction_waiting,
@@ -31,6 +31,8 @@ from explorer.ui.common import (
     verdict_banner,
 )
 from explorer.workspace import Workspace
+
+export = lazy("explorer.export")  # the script is written on a click, JAX loaded by then
 
 
 @dataclasses.dataclass(frozen=True)
@@ -217,9 +219,9 @@ def script_download(ws: Workspace) -> tuple[Callable[[], str], str] | None:
     config = ws.config
     if config.task.editable:  # a drawn or uploaded graph goes into the script
         name = ws.source.name or "graph"
-        make = functools.partial(script_for, config, ws.run.graph, graph_name=name)
+        make = functools.partial(export.script_for, config, ws.run.graph, graph_name=name)
     else:
-        make = functools.partial(script_for, config)
+        make = functools.partial(export.script_for, config)
         name = config.graph
     slug = re.sub(r"[^a-z0-9]+", "_", f"{name}_{config.mode}".lower()).strip("_")
     return make, f"gnn_{slug}.py"

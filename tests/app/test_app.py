@@ -10,6 +10,7 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 from streamlit.testing.v1 import AppTest
 
 from explorer.engine import STEPPERS
+from explorer.lessons import LESSONS
 from explorer.ui.common import shared_compiles
 from explorer.workspace import Workspace
 
@@ -82,6 +83,54 @@ def test_the_first_page_imports_no_table_or_scipy_code_and_starts_no_backend():
     assert out.returncode == 0, out.stderr[-3000:]
     # the page, the canvas included, and the model built after it: still no table code
     assert out.stdout.split("\n")[:2] == ["import [] False", "page []"], out.stdout
+
+
+def test_a_new_servers_first_page_is_drawn_before_jax_loads():
+    """In a browser, a new server's first page is drawn before its model is
+    built (the browser says when the page is up: explorer.ui.common). That page
+    imports no JAX, Flax or optax (0.7 s of a 2-core machine's first page): the
+    modes, optimizers, layer kinds, lesson titles and the graph's split come
+    from modules that load JAX on first use (explorer/lazy.py,
+    gnncore.registry). The run the browser's message asks for loads them, with
+    the compilation cache on, and builds the model. In a fresh process."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\n"
+        "import explorer.ui.common as common\n"
+        "from explorer import compile_cache\n"
+        "from streamlit.testing.v1 import AppTest\n"
+        "common.in_browser = lambda: True  # the model waits for the page's message\n"
+        "HEAVY = ('jax', 'flax', 'optax', 'gnncore.graph', 'explorer.engine.run')\n"
+        "at = AppTest.from_file('streamlit_app.py', default_timeout=120).run()\n"
+        "assert not at.exception, at.exception\n"
+        "ws = at.session_state['workspace']\n"
+        "print('page', [m for m in HEAVY if m in sys.modules], ws.pending, ws.run,\n"
+        "      at.button(key='t_play').disabled, at.get('progress')[0].proto.text)\n"
+        "print('split', ws.split_info())\n"
+        "print('lessons', at.selectbox(key='l_pick').options[1:3])\n"
+        "print('modes', at.radio(key='t_mode').options)\n"
+        "print('metrics', [m.value for m in at.metric][:3])\n"
+        "at.run()  # the run the browser's message asks for\n"
+        "assert not at.exception, at.exception\n"
+        "ws = at.session_state['workspace']\n"
+        "print('built', [m for m in HEAVY if m in sys.modules], ws.pending,\n"
+        "      ws.run is not None, at.button(key='t_play').disabled,\n"
+        "      compile_cache.enabled() is not None, flush=True)\n"
+        "import os; os._exit(0)\n")  # the step's background compile may still run
+    out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True,
+                         text=True, timeout=180)
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = dict(line.split(" ", 1) for line in out.stdout.strip().splitlines())
+    assert lines["page"] == "[] True None True Step 0 of 100", out.stdout
+    assert lines["split"].startswith("a generated split (4 training nodes per class"), out.stdout
+    # the titles read from the lesson modules' source, as the loaded lessons have them
+    assert lines["lessons"] == str([f"{x.number}. {x.title}" for x in LESSONS[:2]]), out.stdout
+    assert lines["modes"] == str(list(STEPPERS)), out.stdout
+    assert lines["metrics"] == "['34', '78', '2']", out.stdout
+    assert lines["built"] == ("['jax', 'flax', 'optax', 'gnncore.graph', 'explorer.engine.run'] "
+                              "False True False True"), out.stdout
 
 
 def test_choosing_a_preset_replaces_the_graph(at):

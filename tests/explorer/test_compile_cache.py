@@ -68,17 +68,20 @@ def test_off_means_every_compile_is_cold(tmp_path):
     assert got["dir"] is None and got["hits"] == 0
 
 
-def test_the_app_script_turns_it_on(tmp_path):
-    # what `streamlit run streamlit_app.py` runs first, in a fresh process
-    code = ("import explorer.ui.app as app\napp.main = lambda: None\n"
+def test_the_app_script_turns_it_on_when_jax_loads(tmp_path):
+    # what `streamlit run streamlit_app.py` runs first, in a fresh process: the
+    # first page loads no JAX; the first model's engine does, cache on first
+    code = ("import sys\nimport explorer.ui.app as app\napp.main = lambda: None\n"
             "from explorer.ui import script\nscript.start()\n"
-            "from explorer import compile_cache\nimport jax\n"
+            "from explorer import compile_cache\n"
+            "print('jax' in sys.modules, compile_cache.enabled())\n"
+            "from explorer.engine import Run\nimport jax\n"
             "print(compile_cache.enabled(), jax.config.jax_compilation_cache_dir)")
     env = _env(**{compile_cache.ENV: str(tmp_path / "app-cache")})
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True,
                          text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
-    assert out.stdout.split() == [str(tmp_path / "app-cache")] * 2
+    assert out.stdout.split() == ["False", "None"] + [str(tmp_path / "app-cache")] * 2
 
 
 # The compile-vs-run measurement with the cache on, after the live step wrote its
