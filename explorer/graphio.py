@@ -195,7 +195,7 @@ class GraphFile:
         train, val, test = (self.split if self.split is not None
                             else split_per_class(y, train_per_class, seed))
         return gnncore.Graph.from_arrays(ei, x, num_nodes=self.num_nodes, edge_weight=w, y=y,
-                                 train_mask=train, val_mask=val, test_mask=test)
+                                         train_mask=train, val_mask=val, test_mask=test)
 
     def to_drawing(self, *, layout: str | None = "auto", seed: int = 0):
         """What the UI draws: an :class:`explorer.drawing.Drawing`.

@@ -373,9 +373,9 @@ def load_graph(name: str = "karate", *, features: str | None = None, seed: int =
     train, val, test = split_per_class(labels, train_per_class, seed)
     weight = "weight" if all("weight" in d for _, _, d in G.edges(data=True)) else None
     g = gnncore.from_networkx(G, feature_attrs=None, label_attr=None, weight_attr=weight)
-    return gnncore.Graph.from_arrays(g.edge_index, build_features(G, features, seed=seed), y=labels,
-                             edge_weight=g.edge_weight, train_mask=train, val_mask=val,
-                             test_mask=test)
+    x = build_features(G, features, seed=seed)
+    return gnncore.Graph.from_arrays(g.edge_index, x, y=labels, edge_weight=g.edge_weight,
+                                     train_mask=train, val_mask=val, test_mask=test)
 
 
 # ------------------------------------------------- graph classification data
@@ -423,8 +423,8 @@ def graph_classification_dataset(name: str, num_graphs: int = 100, *, seed: int 
     for label in labels:
         G = make(rng, int(label))
         g = gnncore.from_networkx(G, feature_attrs=None, label_attr=None, weight_attr=None)
-        out.append((gnncore.Graph.from_arrays(g.edge_index, np.ones((g.num_nodes, 1), np.float32)),
-                    int(label)))
+        x = np.ones((g.num_nodes, 1), np.float32)
+        out.append((gnncore.Graph.from_arrays(g.edge_index, x), int(label)))
     return out
 
 

@@ -28,9 +28,6 @@ from explorer.audit import AuditReport
 from explorer.config import RunConfig
 from explorer.drawing import Drawing, GraphArrays
 from explorer.editor import Editor, FileData, GraphStats, from_file, open_graph
-
-if TYPE_CHECKING:
-    from explorer.engine import Run, SharedCompiles, StepRecord, Task
 from explorer.graphio import load_graph_file
 from explorer.player import TICK_BUDGET_S, Player, release_memory
 from explorer.race import RaceEntry, race
@@ -42,6 +39,7 @@ from explorer.sources import (
 )
 
 if TYPE_CHECKING:
+    from explorer.engine import Run, SharedCompiles, StepRecord, Task
     from gnncore import Graph
 
 __all__ = ["TICK_BUDGET_S", "FileData", "GraphStats", "Workspace", "release_memory"]

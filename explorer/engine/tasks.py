@@ -87,7 +87,7 @@ class Task:
 def _targets(labels, masks) -> EvalTargets:
     """Device copies, built on the host: no per-shape compile."""
     return _inputs.EvalTargets(gnncore.to_device(np.asarray(labels, np.int32)),
-                       *(gnncore.to_device(np.asarray(m, bool)) for m in masks))
+                               *(gnncore.to_device(np.asarray(m, bool)) for m in masks))
 
 
 class NodeTask(Task):
@@ -163,8 +163,9 @@ class GraphTask(Task):
         self.num_classes = max(int(self.labels.max()) + 1, 2)
         train = np.zeros(b.num_graphs, bool)
         train[:len(graphs)] = split[0]
-        self.inputs = _inputs.StepInputs(b.x, b.adj, b.edge_weight, b.y, gnncore.to_device(train),
-                                 b.node_mask, b.batch, b.num_graphs)
+        self.inputs = _inputs.StepInputs(b.x, b.adj, b.edge_weight, b.y,
+                                         gnncore.to_device(train), b.node_mask, b.batch,
+                                         b.num_graphs)
         self.targets = _targets(self.labels, split)
 
     @classmethod
