@@ -64,8 +64,9 @@ def lazy(name: str) -> types.ModuleType:
 def load() -> None:
     """What the first load of JAX's world needs first: :mod:`gnncore` (its XLA
     flags) and the callbacks :func:`when_loaded` was given. Called by every
-    :func:`lazy` module's first load, and by the packages that hand out
-    JAX-backed names on first use (:mod:`explorer.engine`, the lessons)."""
+    :func:`lazy` module's first load, by the explorer modules that import JAX
+    at their top (through :mod:`explorer.jax_first`) and before the lessons
+    load."""
     with _lock:
         import gnncore  # noqa: F401  (its XLA flags before the backend starts)
 

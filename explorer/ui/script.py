@@ -86,8 +86,8 @@ def start() -> None:
 
 
 def _load_jax() -> None:
-    """Load JAX, Flax, optax and the engine, once per server, before the first
-    model is built; and turn the compilation cache on first, so that a program
+    """Load JAX, Flax, optax and gnncore's layers, once per server, before the
+    first model is built; and turn the compilation cache on first, so that a program
     compiled once (any session, any lesson, an earlier server run) is read back
     from disk instead of compiled again (``EXPLORER_COMPILATION_CACHE=off``
     turns it off: explorer/compile_cache.py).
