@@ -18,6 +18,13 @@ Per round, with a fresh (empty) compilation cache directory:
 Targets: first paint <= 3 s (1) and <= 1.5 s (2); first point <= 1.5 s (1)
 and <= 0.5 s (2, 3).
 
+The peer, measured in the same round: a bare Streamlit page with only the
+elements the paint waits for (``benchmarks/bare_page.py``), its server started
+and its page opened the same way (bare 1: server start -> paint; bare 2: a
+second session). The ratios paint/bare say how much of a paint is the app and
+how much is Streamlit and the browser on this machine at that moment: this
+machine's paints of the same code spread by 30 % within an hour.
+
 ``--think S``: seconds between the page being ready and the click on Play (a
 person reading the page first; the app compiles the training step in the
 background meanwhile). The default, 0, clicks at once: the worst case.
@@ -35,6 +42,7 @@ import re
 import statistics
 import tempfile
 import time
+from pathlib import Path
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
@@ -56,9 +64,12 @@ TIMEOUT_MS = 120_000
 TARGETS = {"paint 1": 3.0, "paint 2": 1.5, "point 1": 1.5, "point 2": 0.5, "point 3": 0.5}
 
 
+BARE_PAGE = Path(__file__).with_name("bare_page.py")
+
+
 def open_page(browser, url: str, t0: float) -> tuple:
     """A new tab on ``url``; returns (page, context, s to first paint, s to ready),
-    both counted from ``t0``."""
+    both counted from ``t0``. The same elements on the app and on the bare page."""
     context = browser.new_context(viewport=VIEWPORT)
     page = context.new_page()
     page.goto(url + "/", timeout=TIMEOUT_MS)
@@ -95,9 +106,27 @@ def visit(browser, url: str, t0: float, mode: str, out: dict, n: int, contexts: 
     out[f"point {n}"] = first_point(page, think_s)
 
 
+def bare_round(browser, out: dict) -> None:
+    """The peer: the bare page's server start -> paint (bare 1) and a second
+    session's paint (bare 2)."""
+    server = AppServer(name="bench_start_bare", script=BARE_PAGE)
+    contexts = []
+    try:
+        server.wait_healthy()
+        for n in (1, 2):
+            t0 = server.started if n == 1 else time.perf_counter()
+            _, context, out[f"bare {n}"], _ = open_page(browser, server.url, t0)
+            contexts.append(context)
+    finally:
+        while contexts:
+            contexts.pop().close()
+        server.stop()
+
+
 def one_round(browser, cache: str, mode: str, think_s: float = 0.0) -> dict:
     os.environ["EXPLORER_COMPILATION_CACHE"] = cache  # the servers below inherit it
     out, contexts = {}, []
+    bare_round(browser, out)
     for sessions in ((1, 2), (3,)):  # a new server, then the same cache restarted
         server = AppServer(name="bench_start")
         try:
@@ -123,7 +152,9 @@ def select_mode(page, mode: str) -> None:
 
 
 COLUMNS = ["health 1", "paint 1", "ready 1", "point 1", "paint 2", "ready 2", "point 2",
-           "health 3", "paint 3", "ready 3", "point 3"]
+           "health 3", "paint 3", "ready 3", "point 3", "bare 1", "bare 2"]
+#: app paint -> the peer's paint it is compared with
+PEERS = {"paint 1": "bare 1", "paint 2": "bare 2", "paint 3": "bare 1"}
 
 
 def main() -> None:
@@ -157,7 +188,7 @@ def main() -> None:
           "was ready (1: new server, empty compilation cache; "
           "2: a second session on it; 3: the server restarted on the same cache; "
           "paint/ready from the server start (1, 3) or the page open (2); point = Play -> "
-          "first loss point)")
+          "first loss point; bare 1, bare 2: the bare page's paints, the same way)")
     print_table(["round"] + COLUMNS, rows)
     summary = []
     for key, target in TARGETS.items():
@@ -167,6 +198,11 @@ def main() -> None:
                         "yes" if worst <= target else "no"])
     print(f"\nAgainst the targets ({args.rounds} rounds)")
     print_table(["what", "median s", "max s", "target s", "met (max)"], summary)
+    ratios = [[key, f"{statistics.median(r[key] / r[peer] for r in results):.2f}",
+               f"{max(r[key] / r[peer] for r in results):.2f}", peer]
+              for key, peer in PEERS.items()]
+    print("\nThe app's paint over the bare page's, same round (the peer)")
+    print_table(["what", "median ratio", "max ratio", "over"], ratios)
     print(f"\nload average now {load_average()}")
 
 
