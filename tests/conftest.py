@@ -28,15 +28,6 @@ for _flag in FAST_COMPILE_FLAGS:
 
 import pytest  # noqa: E402
 
-# Python's cyclic collector, less often. Tracing and compiling make short-lived
-# containers by the hundred thousand; at the default thresholds (700, 10, 10) a
-# worker ran 2,361 collections in tests/gnncore/test_sparse.py alone, and that
-# file took 68.1-68.6 s (70 CPU-s) against 57.2-57.3 s (59 CPU-s) with these
-# (249 collections; `-n 0`, two runs each, alternating). Garbage cycles live a
-# little longer; nothing tested depends on when a collection comes (the memory
-# tests collect or disable the collector themselves).
-gc.set_threshold(50_000, 20, 20)
-
 from explorer import compile_cache  # noqa: E402
 from explorer.lessons import rehearsal  # noqa: E402
 
