@@ -234,7 +234,7 @@ def _ahead_status(ws: Workspace) -> None:
     ahead = ws.run.ahead_status if ws.run and not ws.playing else ""
     if ws.pending:
         st.caption(":material/hourglass_top: Building the model now that the page is drawn "
-                   "(its first JAX calls compile); Play is ready in a moment.")
+                   "(JAX loads and its first calls compile); Play is ready in a moment.")
     elif ahead == "compiling":
         st.caption(":material/hourglass_top: Compiling the training step in the background "
                    "(trace → lower → XLA compile) now that the page is drawn; Play waits for "
