@@ -106,34 +106,29 @@ def visit(browser, url: str, t0: float, mode: str, out: dict, n: int, contexts: 
     out[f"point {n}"] = first_point(page, think_s)
 
 
-def bare_round(browser, out: dict) -> None:
-    """The peer: the bare page's server start -> paint (bare 1) and a second
-    session's paint (bare 2)."""
-    server = AppServer(name="bench_start_bare", script=BARE_PAGE)
-    contexts = []
-    try:
-        server.wait_healthy()
-        for n in (1, 2):
-            t0 = server.started if n == 1 else time.perf_counter()
-            _, context, out[f"bare {n}"], _ = open_page(browser, server.url, t0)
-            contexts.append(context)
-    finally:
-        while contexts:
-            contexts.pop().close()
-        server.stop()
+#: the servers of a round, in order: (page, the sessions opened on it); the app's
+#: first server on an empty cache, then restarted on it; then the peer, whose
+#: paints are "bare 1" and "bare 2"
+SERVERS = (("app", (1, 2)), ("app", (3,)), ("bare", (1, 2)))
 
 
 def one_round(browser, cache: str, mode: str, think_s: float = 0.0) -> dict:
     os.environ["EXPLORER_COMPILATION_CACHE"] = cache  # the servers below inherit it
     out, contexts = {}, []
-    bare_round(browser, out)
-    for sessions in ((1, 2), (3,)):  # a new server, then the same cache restarted
-        server = AppServer(name="bench_start")
+    for page, sessions in SERVERS:
+        server = (AppServer(name="bench_start") if page == "app" else
+                  AppServer(name="bench_start_bare", script=BARE_PAGE))
         try:
-            out[f"health {sessions[0]}"] = server.wait_healthy()
+            health = server.wait_healthy()
+            if page == "app":
+                out[f"health {sessions[0]}"] = health
             for n in sessions:  # the first from the server start, a later one from its open
                 t0 = server.started if n == sessions[0] else time.perf_counter()
-                visit(browser, server.url, t0, mode, out, n, contexts, think_s)
+                if page == "app":
+                    visit(browser, server.url, t0, mode, out, n, contexts, think_s)
+                else:
+                    _, context, out[f"bare {n}"], _ = open_page(browser, server.url, t0)
+                    contexts.append(context)
         finally:
             while contexts:
                 contexts.pop().close()

@@ -13,6 +13,7 @@ then runs what :func:`when_loaded` was given (the app's compilation cache).
 from __future__ import annotations
 
 import importlib
+import sys
 import threading
 import types
 from collections.abc import Callable
@@ -55,8 +56,6 @@ def lazy(name: str) -> types.ModuleType:
     """The module ``name`` (``"jax"``, ``"flax.nnx"``, ``"explorer.engine.run"``),
     imported when one of its attributes is first read; at once if some code
     has imported it already."""
-    import sys
-
     module = sys.modules.get(name)
     return module if module is not None else _LazyModule(name)
 
@@ -81,8 +80,6 @@ def when_loaded(callback: Callable[[], object]) -> None:
     now if JAX is loaded already; again for the same callback does nothing.
     The app turns its compilation cache on this way: before the first
     compile, after the first page."""
-    import sys
-
     with _lock:
         if callback in _called or callback in _waiting:
             return

@@ -45,7 +45,8 @@ def key_of(text: str) -> str | None:
 
 
 def _module(key: str) -> str:
-    return f"{__name__}.{key.replace('-', '_')}"
+    """The name of lesson ``key``'s module, in this package."""
+    return key.replace("-", "_")
 
 
 @functools.cache
@@ -59,7 +60,7 @@ def titles() -> dict[str, str]:
     out = {}
     here = Path(__file__).parent
     for key in ORDER:
-        path = here / f"{key.replace('-', '_')}.py"
+        path = here / f"{_module(key)}.py"
         text = path.read_text(encoding="utf-8")
         start = text.find("\nLESSON = Lesson(")  # parsed from there: a tenth of the time
         found = [kw.value for node in ast.walk(ast.parse(text[max(start, 0):]))
@@ -78,7 +79,7 @@ def _lessons() -> tuple:
     lazy.load()  # the lessons import JAX: the app's compilation cache first
     out = []
     for number, key in enumerate(ORDER, start=1):
-        module = importlib.import_module(_module(key))
+        module = importlib.import_module(f"{__name__}.{_module(key)}")
         out.append(dataclasses.replace(module.LESSON, key=key, number=number))
     return tuple(out)
 

@@ -46,6 +46,12 @@ def smaller_large_graph(monkeypatch):
     monkeypatch.setattr(common, "LARGE_NODES", 6000)
 
 
+def test_the_titles_read_from_source_are_the_lessons_own():
+    # the picker's titles come from each module's source, not from its import
+    assert lessons.titles() == {lesson.key: lesson.title for lesson in LESSONS}
+    assert list(lessons.titles()) == list(lessons.ORDER)
+
+
 def _texts(elements):
     return [e.value for e in elements]
 
