@@ -225,16 +225,17 @@ class PygRunner:
 
 
 # ================================================================ node classification
-def node_inputs(fw: str, g: GraphData, *, dense_features: bool | str = False):
+def node_inputs(fw: str, g: GraphData, *, dense_features: bool | str = False, model=None):
     """One graph as ``fw`` takes it: gnncore ``(x, graph.adj, y)`` (the documented
     fast path: ``Graph.from_arrays`` validates, sorts by target and builds the CSR
-    view that sum/mean layers aggregate with; large mostly-zero features, Cora's
-    1.3 %, as CSR ``SparseFeatures`` by ``gnncore.sparse_if_mostly_zero``, as the
-    explorer gives them, so the first ``x @ W`` costs the non-zeros only, unless
-    ``dense_features``: then the dense matrix, or with ``"transposed"`` the same
-    matrix as ``DenseFeatures`` (plus a transposed copy for the weight gradient);
-    other features stay dense), JraphX ``(x, edge_index, y)``, PyG
-    ``(x, edge_index, None, y)`` tensors."""
+    view that sum/mean layers aggregate with, and ``graph.adj.for_model(model)``
+    adds the index arrays of ``model``'s multi-head attention products; large
+    mostly-zero features, Cora's 1.3 %, as CSR ``SparseFeatures`` by
+    ``gnncore.sparse_if_mostly_zero``, as the explorer gives them, so the first
+    ``x @ W`` costs the non-zeros only, unless ``dense_features``: then the dense
+    matrix, or with ``"transposed"`` the same matrix as ``DenseFeatures`` (plus a
+    transposed copy for the weight gradient); other features stay dense), JraphX
+    ``(x, edge_index, y)``, PyG ``(x, edge_index, None, y)`` tensors."""
     if fw in PYG:
         import torch
 
@@ -249,7 +250,8 @@ def node_inputs(fw: str, g: GraphData, *, dense_features: bool | str = False):
         else:
             # graph.x: on the device (the host array would be copied to it every step)
             x = graph.x if dense_features else sparse_if_mostly_zero(graph.x)
-        return (x, graph.adj, graph.y)
+        adj = graph.adj if model is None else graph.adj.for_model(model)
+        return (x, adj, graph.y)
     import jax.numpy as jnp
 
     return (jnp.asarray(g.x), jnp.asarray(g.edge_index), jnp.asarray(g.y))
@@ -262,7 +264,7 @@ def node_runner(fw: str, kind: str, g: GraphData, builders: dict[str, Callable],
     ``dense_features``: gnncore too gets mostly-zero features dense
     (``"transposed"``: as ``DenseFeatures``; see :func:`node_inputs`)."""
     model = builders["pyg" if fw in PYG else fw](kind, g, seed)
-    inputs = [node_inputs(fw, g, dense_features=dense_features)]
+    inputs = [node_inputs(fw, g, dense_features=dense_features, model=model)]
     if fw in PYG:
         return PygRunner(model, inputs, threads=torch_threads if fw == "pyg" else 1)
     return JaxRunner(model, inputs)

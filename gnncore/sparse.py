@@ -21,7 +21,7 @@ aggregations through :meth:`MessagePassing.message_and_aggregate`.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -32,7 +32,7 @@ from gnncore.utils import to_device
 from gnncore.xla import REDUCTIONS_IN_XLA
 
 __all__ = ["SPARSE_FEATURES_MAX_DENSITY", "SPARSE_FEATURES_MIN_ENTRIES", "Adjacency",
-           "DenseFeatures", "SparseFeatures", "apply_linear", "as_dense",
+           "DenseFeatures", "HeadBlock", "SparseFeatures", "apply_linear", "as_dense",
            "sparse_if_mostly_zero", "spmm"]
 
 #: :func:`sparse_if_mostly_zero`: at most this fraction of the entries non-zero
@@ -53,6 +53,10 @@ class Adjacency:
             is sorted by source then target).
         t_indptr: ``[num_src + 1]`` int32: row pointers of that source order.
         num_src, num_dst: static sizes (equal for an ordinary graph).
+        head_blocks: one :class:`HeadBlock` per entry of ``heads``: the index
+            arrays of the products with that many attention heads, built once
+            (:meth:`with_heads`); empty by default.
+        heads: static: the head counts of ``head_blocks``.
 
     Build it on the host with :meth:`from_edge_index` (or use ``Graph.adj``).
     Per-edge arrays (``edge_weight``, ``edge_attr``) used with it must follow
@@ -65,6 +69,8 @@ class Adjacency:
     t_indptr: Any
     num_src: int = 0
     num_dst: int = 0
+    head_blocks: tuple = ()
+    heads: tuple = ()
 
     @classmethod
     def from_edge_index(cls, edge_index, num_nodes: int | None = None, *,
@@ -108,10 +114,78 @@ class Adjacency:
         """Number of edges into each target, from the row pointers (no scatter)."""
         return (self.indptr[1:] - self.indptr[:-1]).astype(jnp.float32)
 
+    def with_heads(self, *heads: int) -> Adjacency:
+        """This adjacency with the index arrays of ``heads``-head products built
+        once, on the host (eager only), for the attention layers (GAT, GATv2,
+        Transformer) to use.
+
+        An ``H``-head product runs as one CSR product over an ``[H * N, H * N]``
+        block-diagonal matrix, whose ``H * E`` column indices a training step
+        otherwise computes twice (forward and backward) on every call: on a
+        10k-node, 100k-edge graph with 8 heads, a quarter of a GAT step
+        (``benchmarks/RESULTS.md``). Results are the same bit for bit; counts
+        of 1 (one head needs no block) and counts already built are skipped.
+        """
+        arrays = (self.edge_index, self.indptr, self.perm, self.t_indptr)
+        if any(isinstance(a, jax.core.Tracer) for a in arrays):
+            raise ValueError("Adjacency.with_heads runs on the host, outside jit: call it "
+                             "once and pass the result to the compiled step")
+        new = sorted({int(h) for h in heads if int(h) > 1} - set(self.heads))
+        if not new:
+            return self
+        if np.ndim(self.edge_index) != 2:
+            raise ValueError("with_heads takes one graph's Adjacency (edge_index [2, E]), "
+                             "not a stack of partitions")
+        ei, indptr, perm, t_indptr = (np.asarray(a) for a in arrays)
+        t_cols = ei[1][perm]
+        blocks = tuple(HeadBlock(*(to_device(a) for a in (
+            *_block_index(ei[0], indptr, h, self.num_src),
+            *_block_index(t_cols, t_indptr, h, self.num_dst)))) for h in new)
+        return dataclasses.replace(self, head_blocks=self.head_blocks + blocks,
+                                   heads=self.heads + tuple(new))
+
+    def for_model(self, model) -> Adjacency:
+        """:meth:`with_heads` for the head counts of every attention layer in
+        ``model`` (an ``nnx.Module``): what its training step will use."""
+        from flax import nnx
+
+        return self.with_heads(*(m.heads for _, m in nnx.iter_modules(model)
+                                 if getattr(type(m), "has_heads", False)
+                                 and isinstance(getattr(m, "heads", None), int)))
+
+    def head_block(self, heads: int) -> HeadBlock | None:
+        """The :class:`HeadBlock` built for ``heads`` heads, or ``None``."""
+        return self.head_blocks[self.heads.index(heads)] if heads in self.heads else None
+
+
+class HeadBlock(NamedTuple):
+    """The index arrays of the ``[H * N, H * N]`` block-diagonal CSR matrix that
+    runs an ``H``-head product as one (see :func:`_all_heads`): row pointers and
+    column indices of ``A`` (``indptr``, ``cols``) and of ``A^T`` (``t_indptr``,
+    ``t_cols``)."""
+
+    indptr: Any
+    cols: Any
+    t_indptr: Any
+    t_cols: Any
+
+
+def _block_index(cols, indptr, heads: int, num_cols: int):
+    """Row pointers and column indices of ``heads`` diagonal copies of the CSR
+    matrix ``(cols, indptr)``: block ``k`` holds rows ``k * rows + i`` and
+    columns ``k * num_cols + j``. Works on numpy and on traced arrays."""
+    xp = np if isinstance(cols, np.ndarray) else jnp
+    num_edges = cols.shape[0]
+    head = xp.arange(heads, dtype=indptr.dtype)[:, None]
+    big_indptr = xp.concatenate([(indptr[:-1][None, :] + head * num_edges).reshape(-1),
+                                 xp.full((1,), heads * num_edges, indptr.dtype)])
+    big_cols = (cols[None, :] + head * num_cols).reshape(-1)
+    return big_indptr.astype(indptr.dtype), big_cols.astype(cols.dtype)
+
 
 jax.tree_util.register_dataclass(
-    Adjacency, data_fields=["edge_index", "indptr", "perm", "t_indptr"],
-    meta_fields=["num_src", "num_dst"])
+    Adjacency, data_fields=["edge_index", "indptr", "perm", "t_indptr", "head_blocks"],
+    meta_fields=["num_src", "num_dst", "heads"])
 
 
 def take_rows(x, index, *, indices_are_sorted: bool = False):
@@ -146,7 +220,7 @@ def _row_pointers(rows: np.ndarray, n: int) -> np.ndarray:
     return np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
 
 
-def _all_heads(values, cols, indptr, shape, h):
+def _all_heads(values, cols, indptr, shape, h, block=None):
     """``out[i, k] = sum over the CSR row i of values[e, k] * h[cols[e], k]`` for
     every head ``k`` in one native CSR product: the heads are the diagonal
     blocks of one ``[H * rows, H * cols]`` matrix (row ``k * rows + i``, column
@@ -154,15 +228,13 @@ def _all_heads(values, cols, indptr, shape, h):
 
     One product instead of one per head (the native kernel takes plain 2-D
     operands only): a step with 8 heads compiled about 2 s faster this way than
-    with 8 products, slices and a stack per direction."""
+    with 8 products, slices and a stack per direction. ``block``: the block
+    matrix's ``(indptr, cols)`` built before (:meth:`Adjacency.with_heads`),
+    else they are computed here."""
     num_heads, (rows, num_cols) = values.shape[1], shape
     if num_heads == 1:
         return csr_matmul(values[:, 0], cols, indptr, shape, h[:, 0])[:, None]
-    num_edges = values.shape[0]
-    head = jnp.arange(num_heads, dtype=indptr.dtype)[:, None]
-    big_indptr = jnp.concatenate([(indptr[:-1][None, :] + head * num_edges).reshape(-1),
-                                  jnp.full((1,), num_heads * num_edges, indptr.dtype)])
-    big_cols = (cols[None, :] + head * num_cols).reshape(-1)
+    big_indptr, big_cols = block or _block_index(cols, indptr, num_heads, num_cols)
     h2 = h.transpose(1, 0, 2).reshape(num_heads * num_cols, h.shape[2])
     out = csr_matmul(values.T.reshape(-1), big_cols, big_indptr,
                      (num_heads * rows, num_heads * num_cols), h2)
@@ -171,13 +243,18 @@ def _all_heads(values, cols, indptr, shape, h):
 
 def _by_rows(adj: Adjacency, values, h):
     """``A @ h`` as CSR products (CPU's native kernel: :func:`_all_heads`)."""
-    return _all_heads(values, adj.edge_index[0], adj.indptr, (adj.num_dst, adj.num_src), h)
+    block = adj.head_block(values.shape[1])
+    return _all_heads(values, adj.edge_index[0], adj.indptr, (adj.num_dst, adj.num_src), h,
+                      block and (block.indptr, block.cols))
 
 
 def _by_rows_transposed(adj: Adjacency, values, ct):
     """``A^T @ ct``: the same product over the source-sorted copy."""
-    cols, shape = take_rows(adj.edge_index[1], adj.perm), (adj.num_src, adj.num_dst)
-    return _all_heads(take_rows(values, adj.perm), cols, adj.t_indptr, shape, ct)
+    block, shape = adj.head_block(values.shape[1]), (adj.num_src, adj.num_dst)
+    values = take_rows(values, adj.perm)
+    if block is not None:
+        return _all_heads(values, None, adj.t_indptr, shape, ct, (block.t_indptr, block.t_cols))
+    return _all_heads(values, take_rows(adj.edge_index[1], adj.perm), adj.t_indptr, shape, ct)
 
 
 def _gather_sum(values, rows, take, into, num, *, sorted_take: bool, sorted_into: bool):
