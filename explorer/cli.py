@@ -8,6 +8,10 @@ the configuration as a standalone training script (same flags as ``train``);
 ``inspect PATH`` summarises a graph file; ``check SCRIPT [ARGS…]`` runs your own
 training script and judges its jitted steps (:mod:`explorer.check`). Bad
 arguments and bad files exit 2 with a one-line message.
+
+JAX, Flax and optax load with the first command that needs them (train,
+compare, export, check), not for ``--help``, a usage error or ``inspect``
+(:mod:`explorer.lazy`).
 """
 
 from __future__ import annotations
@@ -16,21 +20,39 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from explorer.config import ConfigError, LayerConfig, RunConfig
-from explorer.engine import STEPPERS, Run, TrainingStopped, task_for
+from explorer.engine import STEPPERS, task_for
 from explorer.engine.optimizers import OPTIMIZERS
-from explorer.export import script_for
 from explorer.graphio import GraphFileError, load_graph_file
-from explorer.race import race
+from explorer.lazy import lazy, when_loaded
 from explorer.sources import FEATURES, GRAPH_TASKS, PRESETS
+from explorer.startup import without_ipython
 from gnncore import NORMS, POOLS
+
+if TYPE_CHECKING:
+    from explorer.engine import Run
+
+engine_run = lazy("explorer.engine.run")
+export = lazy("explorer.export")
+racing = lazy("explorer.race")
 
 MAX_CONFIG_BYTES = 64 * 1024
 
 
 class UsageError(Exception):
     pass
+
+
+def _import_flax() -> None:
+    """Flax first, with IPython hidden (explorer/startup.py): run once, when the
+    first command that needs JAX loads it."""
+    with without_ipython():
+        import flax.nnx  # noqa: F401
+
+
+when_loaded(_import_flax)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -174,7 +196,7 @@ def _train(run: Run, every: int, out) -> Run:
                     print(f"{r.step:>6} {r.loss:>10.6f} {r.train_acc:>6.2f} {r.val_acc:>6.2f} "
                           f"{r.test_acc:>6.2f} {1e3 * r.wall_s:>9.2f} "
                           f"{'yes: ' + r.trace_cause if r.traced else ''}", file=out)
-    except TrainingStopped as err:
+    except engine_run.TrainingStopped as err:
         print(f"stopped: {err}", file=out)
     return run
 
@@ -184,7 +206,7 @@ def _mb(value) -> str:
 
 
 def _compare(config: RunConfig, out) -> None:
-    entries = race(config)  # same seed: same initial weights in every mode
+    entries = racing.race(config)  # same seed: same initial weights in every mode
     w = max(20, *(len(e.label) + 1 for e in entries))
     print(f"{'mode':<{w}} {'trace+lower s':>13} {'compile s':>9} {'first call s':>12} "
           f"{'median step ms':>14} {'peak MB':>8} {'donated MB':>10} {'final loss':>11} "
@@ -208,7 +230,7 @@ def _compare(config: RunConfig, out) -> None:
 
 def _export(config: RunConfig, path: Path, force: bool, out) -> int:
     try:
-        text = script_for(config)
+        text = export.script_for(config)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -236,6 +258,7 @@ def main(argv=None, out=None) -> int:
     out = out or sys.stdout
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["check"]:  # its own parser: everything after the script is the script's
+        import explorer.jax_first  # noqa: F401  (gnncore's flags, then Flax without IPython)
         from explorer.check import main as check
 
         return check(argv[1:], out)
@@ -253,7 +276,7 @@ def main(argv=None, out=None) -> int:
         if args.command == "compare":
             _compare(config, out)
             return 0
-        run = Run(config)
+        run = engine_run.Run(config)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

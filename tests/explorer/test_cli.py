@@ -4,6 +4,7 @@ import io
 import json
 import subprocess
 import sys
+import textwrap
 
 import pytest
 from conftest import REPO
@@ -98,6 +99,33 @@ def test_module_entry_point_runs_as_a_subprocess():
                             timeout=300)
     assert result.returncode == 1
     assert result.stdout.strip().splitlines()[-3].startswith("verdict: frozen")
+
+
+def test_help_usage_errors_and_inspect_load_no_jax_and_train_loads_it(tmp_path):
+    path = tmp_path / "g.edgelist"
+    path.write_text("a b\nb c\n")
+    probe = textwrap.dedent(f"""
+        import contextlib, io, sys
+        from explorer.cli import main
+        heavy = lambda: sorted(m for m in ("jax", "flax", "optax") if m in sys.modules)
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            try:
+                main(["--help"])
+            except SystemExit:
+                pass
+            print(main(["train", "--mode", "nope"]), main(["inspect", {str(path)!r}]),
+                  file=sys.__stdout__)
+        print("before", heavy())
+        out = io.StringIO()
+        print(main(["train", "--graph", "karate", "--epochs", "2"], out=out),
+              out.getvalue().strip().splitlines()[-1].split(":")[0])
+        print("after", heavy(), "IPython" in sys.modules)
+        """)
+    result = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[:4] == ["2 0", "before []", "0 verdict",
+                                              "after ['flax', 'jax', 'optax'] False"]
 
 
 def test_presets_and_features_from_flags():
