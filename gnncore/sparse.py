@@ -121,10 +121,12 @@ class Adjacency:
 
         An ``H``-head product runs as one CSR product over an ``[H * N, H * N]``
         block-diagonal matrix, whose ``H * E`` column indices a training step
-        otherwise computes twice (forward and backward) on every call: on a
-        10k-node, 100k-edge graph with 8 heads, a quarter of a GAT step
-        (``benchmarks/RESULTS.md``). Results are the same bit for bit; counts
-        of 1 (one head needs no block) and counts already built are skipped.
+        otherwise computes twice (forward and backward) on every call: an
+        8-head GAT step on a 10k-node, 100k-edge graph is about a third shorter
+        with them (``benchmarks/RESULTS.md``). Results are the same bit for bit;
+        counts of 1 (one head needs no block) and counts already built are
+        skipped. Build it again after changing the edges: the blocks are not
+        updated with them.
         """
         arrays = (self.edge_index, self.indptr, self.perm, self.t_indptr)
         if any(isinstance(a, jax.core.Tracer) for a in arrays):
