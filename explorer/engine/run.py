@@ -159,8 +159,8 @@ class Run:
                 self.mesh = sharding.make_mesh(config.devices)
             except ValueError as err:
                 raise ConfigError("devices", str(err)) from None
-            self._place(self.task)
         self.model = recipe.build_model(config, g.num_features, self.task.num_classes)
+        self._place(self.task)
         tx = None if shared is None else shared.transform(
             config.optimizer, config.learning_rate, config.weight_decay)
         self.optimizer = recipe.build_optimizer(config, self.model, tx)
@@ -233,7 +233,13 @@ class Run:
             self._pending_cause = cause
 
     def _place(self, task: Task) -> Task:
-        """``task``'s inputs and targets split over the mesh (if there is one)."""
+        """``task``'s inputs made ready for this run's model: the index arrays of its
+        multi-head attention products built once, on the host
+        (``Adjacency.for_model``: the same results, a shorter step on large graphs),
+        and the inputs and targets split over the mesh (if there is one)."""
+        adj = task.inputs.adj.for_model(self.model)
+        if adj is not task.inputs.adj:
+            task.inputs = dataclasses.replace(task.inputs, adj=adj)
         if self.mesh is not None:
             task.inputs = sharding.place(task.inputs, self.mesh)
             task.targets = sharding.place(task.targets, self.mesh)

@@ -16,7 +16,7 @@ from explorer.config import LayerConfig, RunConfig
 from explorer.engine import STEPPERS, Run, TrainingStopped, steppers
 from explorer.export import script_for
 from explorer.race import race
-from gnncore import Graph
+from gnncore import Adjacency, Graph
 
 WORKING = ["eager", "nnx.jit", "functional", "cached_partial", "nnx.jit(graph=False)",
            "scan"]
@@ -132,6 +132,25 @@ def test_gat_and_head_configs_build_and_train():
     run = Run(config)
     assert run.model.has_head and run.model.out_features == 2
     assert len(run.train()) == 3
+
+
+def test_a_multi_head_run_builds_its_head_blocks_once_and_trains_the_same(monkeypatch):
+    config = RunConfig(layers=(LayerConfig("gat", 8, {"heads": 4}), LayerConfig("gat", 8)),
+                       epochs=3)
+    run = Run(config)
+    assert run.inputs.adj.heads == (4,)
+    losses = [r.loss for r in run.train()]
+    run.set_graph(with_edge(run.graph, 0, 33))  # an edit: blocks of the new edges
+    assert run.inputs.adj.heads == (4,)
+    assert run.inputs.adj.head_block(4).cols.shape == (4 * run.inputs.adj.num_edges,)
+    run.train(4)
+    assert [r.trace_cause for r in run.history if r.traced] == [
+        "first call", "shapes changed: directed edges 156 -> 158"]
+    # without the blocks the step computes the same indices itself: the same losses
+    monkeypatch.setattr(Adjacency, "for_model", lambda adj, model: adj)
+    plain = Run(config)
+    assert plain.inputs.adj.heads == ()
+    assert [r.loss for r in plain.train()] == losses
 
 
 @pytest.mark.parametrize("mode", ["nnx.jit", "functional"])
