@@ -185,6 +185,13 @@ def test_scripts_give_the_step_its_features_as_the_engine_does(scripts):
                           SparseFeatures)
 
 
+def test_a_multi_head_script_builds_the_head_blocks_as_the_engine_does(scripts):
+    config, graph, text, _ = scripts["nnx_uploaded_gat"]
+    assert Run(config, graph).inputs.adj.heads == (2,)
+    assert "inputs = dataclasses.replace(inputs, adj=inputs.adj.for_model(model))" in text
+    assert "for_model" not in scripts["functional_padded"][2]  # GCN: no heads
+
+
 def test_every_mode_is_covered():
     modes = {c.mode for c, *_ in CASES.values()} | {"jax.jit"}  # jax.jit: the CLI case
     assert "jax.jit" in CLI_FLAGS and modes == set(STEPPERS)
