@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
@@ -88,6 +89,17 @@ def _kernel_registered() -> bool:
     return False  # pragma: no cover - a jaxlib that renamed it
 
 
+#: the native kernel runs 2-5x faster on a narrow ``rhs`` whose rows are a whole
+#: number of 32-byte vectors (8 float32, 4 float64). On Cora's shape (2708 rows,
+#: 10556 non-zeros, float32): 7 columns 251 us, padded to 8 46 us; 1 column 153 us,
+#: padded 42 us; 15 columns 229 us, padded 55 us; 23 columns 189 us, padded 72 us.
+#: From about 32 columns on, padding gained nothing or lost (63 columns: 213 us
+#: plain, 268 padded), so only an ``rhs`` narrower than that is padded with zero
+#: columns (``benchmarks/RESULTS.md``)
+_ROW_BYTES = 32
+_PAD_BELOW = 32
+
+
 def csr_matmul(values, cols, indptr, shape: tuple[int, int], rhs):
     """``A @ rhs`` for the CSR matrix ``A`` of static ``shape`` with non-zeros
     ``values`` ``[nnz]``, column indices ``cols`` ``[nnz]`` (sorted within each
@@ -98,4 +110,9 @@ def csr_matmul(values, cols, indptr, shape: tuple[int, int], rhs):
               and _kernel_registered())
     if not native:
         return _with_bcsr(values, cols, indptr, rhs, shape=shape)
-    return csr_primitive.bind(values, cols, indptr, rhs, shape=tuple(shape))
+    width = rhs.shape[1]
+    pad = -width % (_ROW_BYTES // np.dtype(rhs.dtype).itemsize) if width < _PAD_BELOW else 0
+    if pad:  # zero columns: the product's own columns are the same sums
+        rhs = jnp.pad(rhs, ((0, 0), (0, pad)))
+    out = csr_primitive.bind(values, cols, indptr, rhs, shape=tuple(shape))
+    return out[:, :width] if pad else out

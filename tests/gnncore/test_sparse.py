@@ -167,6 +167,21 @@ def test_csr_kernel_equals_bcsr_eager_jitted_vmapped_and_differentiated():
     np.testing.assert_allclose(np.asarray(half, np.float32), want, rtol=2e-2, atol=2e-2)
 
 
+@pytest.mark.parametrize("width", [1, 7, 8, 23, 31, 32, 33])
+def test_a_narrow_product_gives_the_kernel_whole_vectors_and_the_same_sums(width):
+    # below 32 columns the kernel gets float32 rows padded to a multiple of 8 (2-5x
+    # faster there); the zero columns change none of the product's own sums
+    values, cols, indptr, shape = _random_csr(rows=40, cols=30, nnz=200, seed=width)
+    rhs = jax.random.normal(jax.random.key(width), (shape[1], width))
+    got = csr_matmul(values, cols, indptr, shape, rhs)  # (registers the kernel first)
+    plain = csr_primitive.bind(values, cols, indptr, rhs, shape=shape)
+    assert got.shape == (shape[0], width)
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(plain))
+    jaxpr = jax.make_jaxpr(lambda h: csr_matmul(values, cols, indptr, shape, h))(rhs)
+    given = [e.invars[3].aval.shape[1] for e in jaxpr.eqns if e.primitive is csr_primitive]
+    assert given == [width if width >= 32 else -(-width // 8) * 8]
+
+
 def test_a_trained_layer_on_the_csr_path_never_imports_scipy():
     """jax.experimental.sparse brings scipy.sparse (0.25-0.3 s); the kernel
     does not need it."""
