@@ -89,15 +89,15 @@ def _kernel_registered() -> bool:
     return False  # pragma: no cover - a jaxlib that renamed it
 
 
-#: the native kernel runs 2-5x faster on a narrow ``rhs`` whose rows are a whole
-#: number of 32-byte vectors (8 float32, 4 float64). On Cora's shape (2708 rows,
-#: 10556 non-zeros, float32): 7 columns 251 us, padded to 8 46 us; 1 column 153 us,
-#: padded 42 us; 15 columns 229 us, padded 55 us; 23 columns 189 us, padded 72 us.
-#: From about 32 columns on, padding gained nothing or lost (63 columns: 213 us
-#: plain, 268 padded), so only an ``rhs`` narrower than that is padded with zero
-#: columns (``benchmarks/RESULTS.md``)
-_ROW_BYTES = 32
-_PAD_BELOW = 32
+#: (columns of ``rhs`` a padded row is a multiple of, pad only below this width),
+#: by dtype. jaxlib's kernel runs 2-5x faster on a narrow ``rhs`` whose rows are a
+#: whole number of its vectors, so a narrower one gets zero columns; its own sums
+#: are the same bit for bit. Timed on Cora's shape (2708 rows, 10556 non-zeros),
+#: median us, as is -> padded (``benchmarks/RESULTS.md``):
+#: float32: 1 column 153 -> 42, 7: 251 -> 46, 15: 229 -> 55, 23: 189 -> 72, but 63
+#: columns 213 -> 268; float64: 1: 109 -> 34, 3: 132 -> 35, 7: 102 -> 46, but 15
+#: columns 109 -> 118-131 and 31: 118 -> 196-251.
+_PADDING = {np.dtype(np.float32): (8, 32), np.dtype(np.float64): (4, 8)}
 
 
 def csr_matmul(values, cols, indptr, shape: tuple[int, int], rhs):
@@ -111,7 +111,8 @@ def csr_matmul(values, cols, indptr, shape: tuple[int, int], rhs):
     if not native:
         return _with_bcsr(values, cols, indptr, rhs, shape=shape)
     width = rhs.shape[1]
-    pad = -width % (_ROW_BYTES // np.dtype(rhs.dtype).itemsize) if width < _PAD_BELOW else 0
+    multiple, below = _PADDING[np.dtype(rhs.dtype)]
+    pad = -width % multiple if width < below else 0
     if pad:  # zero columns: the product's own columns are the same sums
         rhs = jnp.pad(rhs, ((0, 0), (0, pad)))
     out = csr_primitive.bind(values, cols, indptr, rhs, shape=tuple(shape))

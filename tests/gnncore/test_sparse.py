@@ -167,19 +167,25 @@ def test_csr_kernel_equals_bcsr_eager_jitted_vmapped_and_differentiated():
     np.testing.assert_allclose(np.asarray(half, np.float32), want, rtol=2e-2, atol=2e-2)
 
 
-@pytest.mark.parametrize("width", [1, 7, 8, 23, 31, 32, 33])
-def test_a_narrow_product_gives_the_kernel_whole_vectors_and_the_same_sums(width):
-    # below 32 columns the kernel gets float32 rows padded to a multiple of 8 (2-5x
-    # faster there); the zero columns change none of the product's own sums
-    values, cols, indptr, shape = _random_csr(rows=40, cols=30, nnz=200, seed=width)
-    rhs = jax.random.normal(jax.random.key(width), (shape[1], width))
-    got = csr_matmul(values, cols, indptr, shape, rhs)  # (registers the kernel first)
-    plain = csr_primitive.bind(values, cols, indptr, rhs, shape=shape)
-    assert got.shape == (shape[0], width)
-    np.testing.assert_array_equal(np.asarray(got), np.asarray(plain))
-    jaxpr = jax.make_jaxpr(lambda h: csr_matmul(values, cols, indptr, shape, h))(rhs)
-    given = [e.invars[3].aval.shape[1] for e in jaxpr.eqns if e.primitive is csr_primitive]
-    assert given == [width if width >= 32 else -(-width // 8) * 8]
+@pytest.mark.parametrize("dtype, width, given", [
+    ("float32", 1, 8), ("float32", 7, 8), ("float32", 8, 8), ("float32", 23, 24),
+    ("float32", 31, 32), ("float32", 32, 32), ("float32", 33, 33),
+    ("float64", 3, 4), ("float64", 7, 8), ("float64", 8, 8), ("float64", 15, 15)])
+def test_a_narrow_product_gives_the_kernel_whole_vectors_and_the_same_sums(dtype, width,
+                                                                          given):
+    # a narrow rhs reaches the kernel padded to whole vectors (2-5x faster there:
+    # gnncore/csr_kernel.py); the zero columns change none of the product's own sums
+    with jax.enable_x64(dtype == "float64"):
+        values, cols, indptr, shape = _random_csr(rows=40, cols=30, nnz=200, seed=width)
+        values = values.astype(dtype)
+        rhs = jax.random.normal(jax.random.key(width), (shape[1], width), dtype)
+        got = csr_matmul(values, cols, indptr, shape, rhs)  # (registers the kernel first)
+        plain = csr_primitive.bind(values, cols, indptr, rhs, shape=shape)
+        assert got.shape == (shape[0], width) and got.dtype == dtype
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(plain))
+        jaxpr = jax.make_jaxpr(lambda h: csr_matmul(values, cols, indptr, shape, h))(rhs)
+    widths = [e.invars[3].aval.shape[1] for e in jaxpr.eqns if e.primitive is csr_primitive]
+    assert widths == [given]
 
 
 def test_a_trained_layer_on_the_csr_path_never_imports_scipy():
