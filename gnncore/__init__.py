@@ -47,8 +47,8 @@ _MODULES = {
         "segment_std", "segment_sum", "segment_var",
     ),
     "gnncore.sparse": (
-        "Adjacency", "DenseFeatures", "HeadBlock", "SparseFeatures", "sparse_if_mostly_zero",
-        "spmm",
+        "Adjacency", "DenseFeatures", "HeadBlock", "SparseFeatures", "model_heads",
+        "sparse_if_mostly_zero", "spmm",
     ),
     "gnncore.utils": (
         "add_remaining_self_loops", "add_self_loops", "as_edge_index", "coalesce", "degree",

@@ -37,7 +37,7 @@ from explorer.engine.compiles import SharedCompiles, TraceCounter, counted, coun
 from explorer.engine.inputs import StepInputs
 from explorer.engine.steppers import Stepper, stepper_for
 from explorer.engine.tasks import Task, shape_change
-from gnncore import CONV_TYPES, Graph
+from gnncore import CONV_TYPES, Graph, model_heads
 
 __all__ = ["Run", "StepRecord", "TrainingStopped", "memory_of"]
 
@@ -160,6 +160,8 @@ class Run:
             except ValueError as err:
                 raise ConfigError("devices", str(err)) from None
         self.model = recipe.build_model(config, g.num_features, self.task.num_classes)
+        #: the head counts of the model's attention layers (see _place)
+        self._heads = model_heads(self.model)
         self._place(self.task)
         tx = None if shared is None else shared.transform(
             config.optimizer, config.learning_rate, config.weight_decay)
@@ -235,9 +237,9 @@ class Run:
     def _place(self, task: Task) -> Task:
         """``task``'s inputs made ready for this run's model: the index arrays of its
         multi-head attention products built once, on the host
-        (``Adjacency.for_model``: the same results, a shorter step on large graphs),
+        (``Adjacency.with_heads``: the same results, a shorter step on large graphs),
         and the inputs and targets split over the mesh (if there is one)."""
-        adj = task.inputs.adj.for_model(self.model)
+        adj = task.inputs.adj.with_heads(*self._heads)  # the same as for_model(self.model)
         if adj is not task.inputs.adj:
             task.inputs = dataclasses.replace(task.inputs, adj=adj)
         if self.mesh is not None:

@@ -147,7 +147,7 @@ def test_a_multi_head_run_builds_its_head_blocks_once_and_trains_the_same(monkey
     assert [r.trace_cause for r in run.history if r.traced] == [
         "first call", "shapes changed: directed edges 156 -> 158"]
     # without the blocks the step computes the same indices itself: the same losses
-    monkeypatch.setattr(Adjacency, "for_model", lambda adj, model: adj)
+    monkeypatch.setattr(Adjacency, "with_heads", lambda adj, *heads: adj)
     plain = Run(config)
     assert plain.inputs.adj.heads == ()
     assert [r.loss for r in plain.train()] == losses

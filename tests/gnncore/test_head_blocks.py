@@ -10,7 +10,7 @@ from flax import nnx
 from jax.extend.core import jaxprs_in_params
 from test_sparse import reference, sorted_edges
 
-from gnncore import GNN, Adjacency, ConvSpec, Graph, HeadBlock, spmm
+from gnncore import GNN, Adjacency, ConvSpec, Graph, HeadBlock, model_heads, spmm
 
 
 def _case(name):
@@ -109,6 +109,7 @@ def test_for_model_builds_the_blocks_of_every_attention_layer_and_changes_nothin
     ei = np.stack([rng.integers(0, n, e), rng.integers(0, n, e)])
     g = Graph.from_arrays(ei, rng.normal(size=(n, 5)).astype(np.float32))
     model = _model([("gat", 4), ("gatv2", 2), ("transformer", 3)], 0)
+    assert model_heads(model) == (2, 3, 4)
     adj = g.adj.for_model(model)
     assert adj.heads == (2, 3, 4)
     assert g.adj.for_model(_model([("gat", 1)], 0)).heads == ()
