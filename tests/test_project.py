@@ -107,13 +107,17 @@ def test_the_package_installs_with_its_assets_and_command(tmp_path):
     """``pip install .`` gives gnncore + the engine with version ranges, the
     shipped assets and the ``gnn-jit-explorer`` command (built here as a
     wheel and installed into a fresh venv that sees this environment's
-    packages, so nothing else is downloaded)."""
+    packages, so nothing else is downloaded). The wheel is built with this
+    environment's setuptools and the venv gets no pip of its own (this pip
+    installs into it): the same wheel and install, 1.8 s and 0.2 s instead of
+    5.3 s for an isolated build and 4.8 s for a venv with pip."""
     import subprocess
     import sys
     import zipfile
 
-    subprocess.run([sys.executable, "-m", "pip", "wheel", str(REPO), "--no-deps", "-q",
-                    "-w", str(tmp_path / "dist")], check=True, timeout=300)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", str(REPO), "--no-deps",
+                    "--no-build-isolation", "-q", "-w", str(tmp_path / "dist")],
+                   check=True, timeout=300)
     (wheel,) = (tmp_path / "dist").glob("gnn_jit_explorer-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     meta = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("METADATA")))
@@ -121,10 +125,10 @@ def test_the_package_installs_with_its_assets_and_command(tmp_path):
     assert "gnn_jit_explorer_assets/cora.npz" in names
     assert "explorer/ui/graph_canvas.js" in names
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)],
-                   check=True, timeout=120)
-    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--no-deps", "-q"]
-    subprocess.run([*pip, str(wheel)], check=True, timeout=300)
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip",
+                    str(venv)], check=True, timeout=120)
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"),
+                    "install", "--no-deps", "-q", str(wheel)], check=True, timeout=300)
     script = tmp_path / "train.py"
     script.write_text((REPO / "examples" / "frozen_jax_jit.py").read_text())
     (tmp_path / "_data.py").write_text((REPO / "examples" / "_data.py").read_text())
