@@ -61,11 +61,11 @@ def _share_mlir_contexts(uses: int = 256) -> None:
     JAX makes a new MLIR context for every program it lowers, and loads its
     dialects into it: about 4 ms each, and the suite lowers thousands of small
     programs (every jit of a new shape, every eager operation on one). The
-    programs are the same in a shared context, only built faster; and a cached
-    executable keeps its program, so a context each also kept thousands of
-    contexts alive (``tests/gnncore/test_dense_reference.py`` and
+    programs are the same in a shared context, only built faster; and the
+    processes stay smaller (``tests/gnncore/test_dense_reference.py`` and
     ``test_conv_attention.py`` alone, ``-n 0``: 46-49 s and 1.66 GB at most
-    without, 40-42 s and 0.73 GB with). A new context every ``uses``
+    without, 40-42 s and 0.73 GB with; what JAX keeps of its compiled programs
+    seems to keep their contexts alive). A new context every ``uses``
     lowerings bounds what one context holds (uniqued constants and
     locations). JAX's private hook: if it moves, the tests run as before."""
     try:
