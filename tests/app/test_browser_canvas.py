@@ -64,6 +64,17 @@ _HANDLE_JS = """(box) => {
     const r = box.getBoundingClientRect(), p = h.renderedPosition();
     return [r.left + p.x, r.top + p.y];
 }"""
+# what the canvas and Cytoscape's pointer handling believe, for a failure message:
+# a hover shows no handle when the canvas is not editable, an edge is being drawn,
+# or Cytoscape thinks a button is still down (``capture``: a drag, not a hover)
+_HOVER_STATE_JS = """(box) => {
+    const c = box.gcCanvas, h = c.cy.renderer().hoverData || {};
+    return {editable: c.editable, drawingEdge: !!c.edgeSource, heldRedraw: !!c.heldRedraw,
+            batching: c.cy.batching(), capture: !!h.capture, which: h.which || 0,
+            pressedAt: h.mdownPos || null, dragging: !!h.dragging, selecting: !!h.selecting,
+            last: h.last ? h.last.id() : null,
+            grabbed: c.cy.nodes(':grabbed').map((n) => n.id())};
+}"""
 _SELECTED_JS = """(box) => box.gcCanvas.cy.nodes(':selected').map((n) => n.id())
                                  .filter((id) => !id.startsWith('\\u241f'))"""
 _MODEL_JS = """(box, id) => { const p = box.gcCanvas.cy.getElementById(id).position();
@@ -173,9 +184,11 @@ def draw_edge(page, source: str, target: str) -> None:
         except PlaywrightTimeout:
             under = page.evaluate("([x, y]) => { const e = document.elementFromPoint(x, y);"
                                   " return e ? e.outerHTML.slice(0, 120) : null; }", pos[source])
+            state = canvas(page).evaluate(_HOVER_STATE_JS)
             raise AssertionError(
                 f"no edge handle beside node {source!r} at {pos[source]} "
-                f"(first pointed at {first}); under the pointer: {under}") from None
+                f"(first pointed at {first}); under the pointer: {under}; "
+                f"the canvas's state: {state}") from None
     handle = canvas(page).evaluate(_HANDLE_JS)
     drag(page, handle, pos[target], steps=15)
 
