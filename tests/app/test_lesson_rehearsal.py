@@ -115,7 +115,13 @@ def test_a_failed_lesson_leaves_no_mark_and_is_said(monkeypatch, capsys):
         raise RuntimeError("boom")
 
     monkeypatch.setattr(Lesson, "rehearse", broken)
+    # main() lowers its own process's priority (it is the background process).
+    # Called here, in the test worker, it must not lower the worker's priority,
+    # nor that of every process the worker starts after it.
+    niced = []
+    monkeypatch.setattr(os, "nice", niced.append)
     assert rehearsal.main(["closure-capture"]) == 0
+    assert niced == [19]
     assert capsys.readouterr().out.splitlines() == [
         "start closure-capture", "failed closure-capture RuntimeError: boom"]
     assert not rehearsal._mark(compile_cache.enabled(), ["closure-capture"]).exists()
