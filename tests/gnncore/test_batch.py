@@ -66,6 +66,10 @@ GRAPHNORM_PADDING = pytest.mark.xfail(
     strict=False, reason="GraphNorm with padding differs on some CPUs; under investigation")
 
 
+# The padding tests run their models as jitted programs: run eagerly, each
+# operation compiled a small program of its own for every new shape (about 200
+# per test). That a model gives the same results eagerly and jitted is
+# tests/gnncore/test_jit.py's to check.
 @pytest.mark.parametrize("pool, norm", [("mean", "batch"),
                                         pytest.param("sum", "graph", marks=GRAPHNORM_PADDING),
                                         ("max", "layer"), ("min", "batch")])
@@ -73,11 +77,11 @@ def test_padding_does_not_change_real_graphs(pool, norm):
     model = _model(pool, norm=norm)
     model.eval()
     exact = Batch.from_graphs(GRAPHS, pad=False)
-    out = model(exact.x, exact.edge_index, batch=exact.batch, num_graphs=5)
+    out = nnx.jit(lambda m, b: m(b.x, b.edge_index, batch=b.batch, num_graphs=5))(model, exact)
     for sizes in ({}, {"num_nodes": 64, "num_edges": 128, "num_graphs": 16}):
         b = Batch.from_graphs(GRAPHS, **sizes)
-        padded = model(b.x, b.adj, batch=b.batch, num_graphs=b.num_graphs,
-                       node_mask=b.node_mask)
+        padded = nnx.jit(lambda m, b: m(b.x, b.adj, batch=b.batch, num_graphs=b.num_graphs,
+                                        node_mask=b.node_mask))(model, b)
         np.testing.assert_allclose(padded[:5], out, rtol=1e-5, atol=1e-6)
 
 
@@ -94,8 +98,8 @@ def test_training_gradients_identical_with_and_without_padding(norm):
     model = _model("mean", norm=norm)
     small = Batch.from_graphs(GRAPHS, LABELS)
     big = Batch.from_graphs(GRAPHS, LABELS, num_nodes=128, num_edges=256, num_graphs=32)
-    g1 = nnx.grad(_loss)(model, small)
-    g2 = nnx.grad(_loss)(model, big)
+    g1 = nnx.jit(nnx.grad(_loss))(model, small)
+    g2 = nnx.jit(nnx.grad(_loss))(model, big)
     for a, b in zip(jax.tree.leaves(g1), jax.tree.leaves(g2)):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
     assert any(float(jnp.abs(a).sum()) > 0 for a in jax.tree.leaves(g1))
@@ -134,9 +138,10 @@ def test_graph_model_under_a_trace_needs_num_graphs():
 def test_single_graph_readout_ignores_masked_nodes():
     model = _model("max")
     g = GRAPHS[0]
-    one = model(g.x, g.edge_index)
+    one = nnx.jit(lambda m, g: m(g.x, g.edge_index))(model, g)
     padded = g.pad_to(16, 32)
-    masked = model(padded.x, padded.edge_index, node_mask=jnp.arange(16) < g.num_nodes)
+    masked = nnx.jit(lambda m, g, mask: m(g.x, g.edge_index, node_mask=mask))(
+        model, padded, jnp.arange(16) < g.num_nodes)
     assert one.shape == masked.shape == (1, 2)
     np.testing.assert_allclose(one, masked, rtol=1e-5, atol=1e-6)
 
