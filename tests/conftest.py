@@ -89,6 +89,37 @@ def _share_mlir_contexts(uses: int = 256) -> None:
 
 _share_mlir_contexts()
 
+
+def _scan_installed_components_once() -> None:
+    """Let Streamlit scan the installed packages for its components once per
+    test process.
+
+    Every new ``AppTest`` makes its own component manager, which reads the
+    metadata of every installed package (about 160 here) looking for Streamlit
+    components: 0.16-0.21 s each, for about 150 AppTests in the suite. A
+    server does it once, when it starts. The installed packages do not change
+    while the tests run (the packaging test installs into a venv of its own),
+    so one scan's answer holds for every AppTest; each gets its own list."""
+    try:
+        from streamlit.components.v2 import manifest_scanner
+    except ImportError:  # pragma: no cover - depends on Streamlit's layout
+        return
+    scan = getattr(manifest_scanner, "scan_component_manifests", None)
+    if scan is None or getattr(scan, "once_for_tests", False):
+        return
+    found = []
+
+    def scan_once(*args, **kwargs):
+        if not found:
+            found.append(scan(*args, **kwargs))
+        return list(found[0])
+
+    scan_once.once_for_tests = True
+    manifest_scanner.scan_component_manifests = scan_once
+
+
+_scan_installed_components_once()
+
 # No background rehearsals of the next lesson (explorer/lessons/rehearsal.py):
 # they would compile beside every lesson test; tests that want them say so.
 os.environ.setdefault(rehearsal.ENV, "0")
