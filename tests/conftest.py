@@ -55,8 +55,27 @@ if compile_cache.ENV not in os.environ or _ROOT in os.environ:
 compile_cache.enable()
 
 
-def _share_mlir_contexts(uses: int = 256) -> None:
-    """Let ``uses`` lowerings in a row share one MLIR context.
+def _wrap_once(module: str, name: str, wrap) -> None:
+    """Replace the function ``module.name`` with ``wrap(original)``, once per
+    process. A library's private hook: if the module or the function has
+    moved, nothing is replaced and the tests run as before."""
+    import importlib
+
+    try:
+        owner = importlib.import_module(module)
+    except ImportError:  # pragma: no cover - depends on the library's layout
+        return
+    original = getattr(owner, name, None)
+    if original is None or getattr(original, "wrapped_by_tests", False):
+        return
+    replacement = wrap(original)
+    replacement.wrapped_by_tests = True
+    setattr(owner, name, replacement)
+
+
+def _shared_mlir_contexts(make, uses: int = 256):
+    """JAX's ``make_ir_context``, letting ``uses`` lowerings in a row share
+    one MLIR context.
 
     JAX makes a new MLIR context for every program it lowers, and loads its
     dialects into it: about 4 ms each, and the suite lowers thousands of small
@@ -67,14 +86,7 @@ def _share_mlir_contexts(uses: int = 256) -> None:
     without, 40-42 s and 0.73 GB with; what JAX keeps of its compiled programs
     seems to keep their contexts alive). A new context every ``uses``
     lowerings bounds what one context holds (uniqued constants and
-    locations). JAX's private hook: if it moves, the tests run as before."""
-    try:
-        from jax._src.interpreters import mlir
-    except ImportError:  # pragma: no cover - depends on JAX's layout
-        return
-    make = getattr(mlir, "make_ir_context", None)
-    if make is None or getattr(make, "shared_by_tests", False):
-        return
+    locations)."""
     held = {"context": None, "left": 0}
 
     def shared_context():
@@ -83,31 +95,21 @@ def _share_mlir_contexts(uses: int = 256) -> None:
         held["left"] -= 1
         return held["context"]
 
-    shared_context.shared_by_tests = True
-    mlir.make_ir_context = shared_context
+    return shared_context
 
 
-_share_mlir_contexts()
-
-
-def _scan_installed_components_once() -> None:
-    """Let Streamlit scan the installed packages for its components once per
-    test process.
+def _one_component_scan(scan):
+    """Streamlit's scan of the installed packages for its components, done
+    once per test process.
 
     Every new ``AppTest`` makes its own component manager, which reads the
     metadata of every installed package (about 160 here) looking for Streamlit
     components: 0.16-0.31 s each, and the AppTest files make 81 AppTests
     (alone, ``-n 0``: 111.7-115.4 CPU-s with a scan each, 84.1-89.4 with
-    one). A server does it once, when it starts. The installed packages do not change
-    while the tests run (the packaging test installs into a venv of its own),
-    so one scan's answer holds for every AppTest; each gets its own list."""
-    try:
-        from streamlit.components.v2 import manifest_scanner
-    except ImportError:  # pragma: no cover - depends on Streamlit's layout
-        return
-    scan = getattr(manifest_scanner, "scan_component_manifests", None)
-    if scan is None or getattr(scan, "once_for_tests", False):
-        return
+    one). A server scans once, when it starts. The installed packages do not
+    change while the tests run (the packaging test installs into a venv of
+    its own), so one scan's answer holds for every AppTest; each gets its own
+    list."""
     found = []
 
     def scan_once(*args, **kwargs):
@@ -115,11 +117,12 @@ def _scan_installed_components_once() -> None:
             found.append(scan(*args, **kwargs))
         return list(found[0])
 
-    scan_once.once_for_tests = True
-    manifest_scanner.scan_component_manifests = scan_once
+    return scan_once
 
 
-_scan_installed_components_once()
+_wrap_once("jax._src.interpreters.mlir", "make_ir_context", _shared_mlir_contexts)
+_wrap_once("streamlit.components.v2.manifest_scanner", "scan_component_manifests",
+           _one_component_scan)
 
 # No background rehearsals of the next lesson (explorer/lessons/rehearsal.py):
 # they would compile beside every lesson test; tests that want them say so.
