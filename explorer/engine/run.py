@@ -8,6 +8,7 @@ is dropped without an error. The engine never "fixes" that; it reports it.
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import functools
 import math
@@ -126,6 +127,28 @@ def _warm(eval_fn, eval_args, ahead, counter: TraceCounter, out: dict,
         with counting(counter):
             ahead()
         out.update(seconds=time.perf_counter() - start, traced=counter.traces > before)
+
+
+class _WarmUp(threading.Thread):
+    """A warm-up thread (:meth:`Run.warm_up`): a daemon, so that it never keeps a
+    process alive by itself, but one the process waits for when it exits."""
+
+
+def _finish_warm_ups(timeout_s: float = 120.0) -> None:
+    """At exit, wait for warm-up threads still compiling. A daemon thread left
+    running inside XLA's compiler while the interpreter shuts down aborts the
+    process ("FATAL: exception not rethrown", "pure virtual method called"):
+    one in six short scripts that exited right after ``warm_up()``, and pytest
+    runs whose last AppTest left one compiling. ``atexit`` runs after
+    Python's wait for non-daemon threads and before daemon threads are
+    stopped; a compile takes seconds."""
+    deadline = time.monotonic() + timeout_s
+    for thread in threading.enumerate():
+        if isinstance(thread, _WarmUp):
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+
+atexit.register(_finish_warm_ups)
 
 
 class Run:
@@ -562,7 +585,7 @@ class Run:
             weakref.finalize(self, dropped.set)
             # the thread gets what it compiles, not the run: a run replaced while
             # it compiles is freed when it ends
-            self._warming = threading.Thread(
+            self._warming = _WarmUp(
                 target=_warm, args=(_evaluate_state, args, ahead, self._counter,
                                     self.compiled_ahead, dropped), name="warm-up", daemon=True)
             self._warming.start()

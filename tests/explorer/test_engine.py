@@ -1,12 +1,15 @@
 """The engine's JIT modes: the pitfall reproduced, the fixes training."""
 
 import functools
+import os
 import re
+import subprocess
+import sys
 
 import jax
 import numpy as np
 import pytest
-from conftest import xla_compiles
+from conftest import REPO, xla_compiles
 from flax import nnx
 from graphs import with_edge
 
@@ -315,6 +318,32 @@ def test_warm_up_compiles_the_eval_ahead_and_an_unshared_step_compiles_live():
     records = []
     assert xla_compiles(lambda: records.append(run.step())) >= 1  # the step compiles live
     assert records[0].traced and records[0].trace_count == 1
+
+
+_EXIT_WHILE_WARMING = """
+import atexit, sys
+
+def check():  # registered before explorer's own handler, so it runs after it
+    print("warm-up finished:", not run.warm_up().is_alive(), flush=True)
+
+atexit.register(check)
+from explorer.config import RunConfig
+from explorer.engine import Run
+from explorer.engine.compiles import SharedCompiles
+
+run = Run(RunConfig(seed=int(sys.argv[1])), shared=SharedCompiles())
+run.warm_up()  # and exit while it compiles
+"""
+
+
+def test_a_process_that_exits_while_a_warm_up_compiles_waits_for_it():
+    """A daemon thread stopped inside XLA's compiler at exit aborted the
+    process ("FATAL: exception not rethrown"); the warm-up now ends first."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "JAX_PLATFORMS": "cpu"}
+    out = subprocess.run([sys.executable, "-c", _EXIT_WHILE_WARMING, "5"], cwd=REPO,
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "warm-up finished: True" in out.stdout, out.stdout + out.stderr
 
 
 def test_runs_of_the_same_shapes_share_the_eval_but_trace_their_own_step():
