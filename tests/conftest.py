@@ -2,6 +2,7 @@
 
 import gc
 import os
+import sys
 from pathlib import Path
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
@@ -121,8 +122,6 @@ def _one_component_scan(scan):
 
 
 _wrap_once("jax._src.interpreters.mlir", "make_ir_context", _shared_mlir_contexts)
-_wrap_once("streamlit.components.v2.manifest_scanner", "scan_component_manifests",
-           _one_component_scan)
 
 # No background rehearsals of the next lesson (explorer/lessons/rehearsal.py):
 # they would compile beside every lesson test; tests that want them say so.
@@ -282,7 +281,14 @@ def pytest_collection_finish(session):
     """Set aside for good what importing JAX, Flax, Streamlit and the test
     modules made (``gc.freeze``): Python's full collections, which ran about 50
     times a worker, then no longer walk those objects again each time (they
-    took 17-27 s a worker in a full run; the objects live to the end anyway)."""
+    took 17-27 s a worker in a full run; the objects live to the end anyway).
+
+    And, where the collected test modules imported Streamlit (not before: the
+    import costs a process that runs no app test, such as xdist's controller,
+    about 0.6 s), its component scan done once (:func:`_one_component_scan`)."""
+    if "streamlit" in sys.modules:
+        _wrap_once("streamlit.components.v2.manifest_scanner", "scan_component_manifests",
+                   _one_component_scan)
     gc.collect()
     gc.freeze()
 

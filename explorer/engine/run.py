@@ -131,7 +131,11 @@ def _warm(eval_fn, eval_args, ahead, counter: TraceCounter, out: dict,
 
 class _WarmUp(threading.Thread):
     """A warm-up thread (:meth:`Run.warm_up`): a daemon, so that it never keeps a
-    process alive by itself, but one the process waits for when it exits."""
+    process alive by itself, but one the process waits for when it exits
+    (:func:`_finish_warm_ups`)."""
+
+    def __init__(self, *args):
+        super().__init__(target=_warm, args=args, name="warm-up", daemon=True)
 
 
 def _finish_warm_ups(timeout_s: float = 120.0) -> None:
@@ -585,9 +589,8 @@ class Run:
             weakref.finalize(self, dropped.set)
             # the thread gets what it compiles, not the run: a run replaced while
             # it compiles is freed when it ends
-            self._warming = _WarmUp(
-                target=_warm, args=(_evaluate_state, args, ahead, self._counter,
-                                    self.compiled_ahead, dropped), name="warm-up", daemon=True)
+            self._warming = _WarmUp(_evaluate_state, args, ahead, self._counter,
+                                    self.compiled_ahead, dropped)
             self._warming.start()
         return self._warming
 

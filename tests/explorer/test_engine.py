@@ -321,7 +321,7 @@ def test_warm_up_compiles_the_eval_ahead_and_an_unshared_step_compiles_live():
 
 
 _EXIT_WHILE_WARMING = """
-import atexit, sys
+import atexit
 
 def check():  # registered before explorer's own handler, so it runs after it
     print("warm-up finished:", not run.warm_up().is_alive(), flush=True)
@@ -331,7 +331,7 @@ from explorer.config import RunConfig
 from explorer.engine import Run
 from explorer.engine.compiles import SharedCompiles
 
-run = Run(RunConfig(seed=int(sys.argv[1])), shared=SharedCompiles())
+run = Run(RunConfig(), shared=SharedCompiles())
 run.warm_up()  # and exit while it compiles
 """
 
@@ -340,7 +340,7 @@ def test_a_process_that_exits_while_a_warm_up_compiles_waits_for_it():
     """A daemon thread stopped inside XLA's compiler at exit aborted the
     process ("FATAL: exception not rethrown"); the warm-up now ends first."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "JAX_PLATFORMS": "cpu"}
-    out = subprocess.run([sys.executable, "-c", _EXIT_WHILE_WARMING, "5"], cwd=REPO,
+    out = subprocess.run([sys.executable, "-c", _EXIT_WHILE_WARMING], cwd=REPO,
                          env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "warm-up finished: True" in out.stdout, out.stdout + out.stderr
