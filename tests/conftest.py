@@ -121,6 +121,40 @@ def _one_component_scan(scan):
     return scan_once
 
 
+def _woken_not_polling(_poll):
+    """AppTest's wait for a script run, woken by the run's end instead of
+    polling for it.
+
+    Streamlit's ``require_widgets_deltas`` wakes every millisecond and scans
+    every event of the run so far (one per element sent) for the end. Each
+    wake takes the GIL from the script thread, which is doing the work: in
+    ``tests/app/test_app.py`` the poll walked the event lists 1.3 million
+    times. This waits on the runner's own event signal, with the same timeout,
+    and on a timeout stops the run and raises the original's error."""
+    import threading
+
+    from streamlit.runtime.scriptrunner import ScriptRunnerEvent
+
+    def require_widgets_deltas(runner, timeout: float = 3) -> None:
+        ended = threading.Event()
+
+        def on_event(sender, event, **kwargs):
+            if event == ScriptRunnerEvent.SHUTDOWN:
+                ended.set()
+
+        runner.on_event.connect(on_event, weak=False)
+        try:
+            if runner.script_stopped() or ended.wait(timeout):
+                return
+        finally:
+            runner.on_event.disconnect(on_event)
+        runner.request_stop()  # as the original does when its time is up
+        runner.join()
+        raise RuntimeError(f"AppTest script run timed out after {timeout}(s)")
+
+    return require_widgets_deltas
+
+
 _wrap_once("jax._src.interpreters.mlir", "make_ir_context", _shared_mlir_contexts)
 
 # No background rehearsals of the next lesson (explorer/lessons/rehearsal.py):
@@ -289,6 +323,8 @@ def pytest_collection_finish(session):
     if "streamlit" in sys.modules:
         _wrap_once("streamlit.components.v2.manifest_scanner", "scan_component_manifests",
                    _one_component_scan)
+        _wrap_once("streamlit.testing.v1.local_script_runner", "require_widgets_deltas",
+                   _woken_not_polling)
     gc.collect()
     gc.freeze()
 
