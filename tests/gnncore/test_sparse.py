@@ -255,18 +255,27 @@ def _build_for(name, graph, edges):
 
 def assert_same_outputs_and_gradients(name, g, inputs):
     """Run the module of ``name`` (eval mode) on each ``(features, edges)`` pair in
-    ``inputs``; every run must give the first run's output and parameter gradients."""
-    results = []
-    for feats, edges in inputs:
-        module, call = _build_for(name, g, edges)
+    ``inputs``; every run must give the first run's output and parameter gradients.
+    The runs are traced into one jitted program, so a case compiles once."""
+    built = [_build_for(name, g, edges) for _, edges in inputs]
+    modules = []
+    for module, _ in built:
         module.eval()
+        modules.append(module)
 
-        def loss_fn(m, feats=feats, edges=edges, call=call):
-            out = call(m, feats, edges, g.edge_weight, g.edge_attr)
-            return jnp.sum(jnp.sin(out)), out
+    @nnx.jit
+    def run_all(modules):
+        results = []
+        for module, (_, call), (feats, edges) in zip(modules, built, inputs):
+            def loss_fn(m, feats=feats, edges=edges, call=call):
+                out = call(m, feats, edges, g.edge_weight, g.edge_attr)
+                return jnp.sum(jnp.sin(out)), out
 
-        (_, out), grads = nnx.jit(nnx.value_and_grad(loss_fn, has_aux=True))(module)
-        results.append((out, nnx.to_flat_state(grads)))
+            (_, out), grads = nnx.value_and_grad(loss_fn, has_aux=True)(module)
+            results.append((out, grads))
+        return results
+
+    results = [(out, nnx.to_flat_state(grads)) for out, grads in run_all(modules)]
     out_a, grads_a = results[0]
     for out_b, grads_b in results[1:]:
         np.testing.assert_allclose(np.asarray(out_b), np.asarray(out_a), atol=1e-5)
