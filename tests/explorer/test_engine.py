@@ -18,7 +18,7 @@ from explorer.cli import _parser
 from explorer.config import LayerConfig, RunConfig
 from explorer.engine import STEPPERS, Run, TrainingStopped, steppers
 from explorer.export import script_for
-from explorer.race import race
+from explorer.race import lanes, race
 from gnncore import Adjacency, Graph
 
 WORKING = ["eager", "nnx.jit", "functional", "cached_partial", "nnx.jit(graph=False)",
@@ -375,7 +375,9 @@ def test_a_new_mode_is_one_stepper_in_the_table(monkeypatch):
     losses = [r.loss for r in run.train()]
     reference = [r.loss for r in Run(config.replace(mode="nnx.jit")).train()]
     assert losses == reference and run.audit().verdict.status == "training"
-    assert [e.mode for e in race(config, steps=1)][-1] == _Twice.mode
+    # the race's lanes are every registered mode; the new one's lane runs in it
+    assert lanes(config)[-1] == (_Twice.mode, 1)
+    assert [e.mode for e in race(config, steps=1, modes=[_Twice.mode])] == [_Twice.mode]
     assert _Twice.mode in _parser().parse_args(["train", "--mode", _Twice.mode]).mode
     script = script_for(config)
     assert _Twice.summary in script and "step = make_nnx_jit_step(" in script
