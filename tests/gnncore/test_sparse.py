@@ -258,15 +258,15 @@ def assert_same_outputs_and_gradients(name, g, inputs):
     ``inputs``; every run must give the first run's output and parameter gradients.
     The runs are traced into one jitted program, so a case compiles once."""
     built = [_build_for(name, g, edges) for _, edges in inputs]
-    modules = []
-    for module, _ in built:
+    modules = [module for module, _ in built]
+    calls = [call for _, call in built]  # the jitted function closes over no module
+    for module in modules:
         module.eval()
-        modules.append(module)
 
     @nnx.jit
     def run_all(modules):
         results = []
-        for module, (_, call), (feats, edges) in zip(modules, built, inputs):
+        for module, call, (feats, edges) in zip(modules, calls, inputs):
             def loss_fn(m, feats=feats, edges=edges, call=call):
                 out = call(m, feats, edges, g.edge_weight, g.edge_attr)
                 return jnp.sum(jnp.sin(out)), out
