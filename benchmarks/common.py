@@ -241,11 +241,34 @@ def wait_idle(page, timeout_ms: int = 120_000) -> None:
     page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]',
                            timeout=timeout_ms)
 
-#: Debian's Chromium (never a downloaded browser) and the flags that work here
+#: Debian's Chromium (never a downloaded browser) and the flags that work here;
+#: the browser tests (tests/app/test_browser.py) use the same.
 CHROMIUM = Path(os.environ.get("EXPLORER_CHROMIUM", "/usr/bin/chromium"))
+
+#: The features Playwright (1.65, requirements-test.txt) turns off with its own
+#: ``--disable-features`` (``chromiumSwitches.ts`` in its driver). Chromium keeps
+#: only the last ``--disable-features`` of its command line, so the one in
+#: :data:`CHROMIUM_ARGS`, which comes after Playwright's, repeats them
+#: (tests/app/test_browser.py checks that it still holds all of Playwright's).
+PLAYWRIGHT_DISABLED_FEATURES = (
+    "AvoidUnnecessaryBeforeUnloadCheckSync", "DestroyProfileOnBrowserClose", "HttpsUpgrades",
+    "HttpsFirstBalancedModeAutoEnable", "LensOverlay", "MediaRouter", "PaintHolding",
+    "ThirdPartyStoragePartitioning", "AvoidCorsURLLoaderRestartOnRedirect",
+    "TcpPortRandomizationWin", "OptimizationHints", "NetworkTimeServiceQuerying", "AimEnabled",
+    "PreconnectToSearch", "msForceBrowserSignIn", "msEdgeUpdateLaunchServicesPreferredVersion")
+
+#: Headless Chromium 156 opens each browser context (each test's or benchmark's
+#: new session) in a window of its own, and each window's omnibox popup is a
+#: WebUI page with a renderer process of its own: about 1 CPU-s a page load
+#: (4.74 -> 3.67 CPU-s; benchmarks/RESULTS.md) for a popup nobody opens. A user's
+#: own browser has it open once, not once per tab.
+OMNIBOX_POPUP_FEATURES = ("WebUIOmniboxPopup", "WebUIOmniboxAimPopup", "WebUIOmniboxFullPopup")
+
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                  "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
+                 "--disable-component-update", "--disable-sync",
+                 "--disable-features="
+                 + ",".join(PLAYWRIGHT_DISABLED_FEATURES + OMNIBOX_POPUP_FEATURES)]
 
 
 #: how long the app server may take to answer its health check, and a page its

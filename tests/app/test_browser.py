@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, app_environ
 
+from benchmarks.common import CHROMIUM, CHROMIUM_ARGS
 from explorer import linechart
 from explorer.engine import STEPPERS
 from explorer.ui.common import DRAWN_KEY
@@ -37,10 +38,6 @@ try:
 except ImportError:  # pragma: no cover - depends on the machine
     sync_playwright = None
 
-CHROMIUM = Path(os.environ.get("EXPLORER_CHROMIUM", "/usr/bin/chromium"))
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                 "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
 ARTIFACTS = Path(os.environ.get("TEST_ARTIFACTS", REPO / "tests" / "artifacts"))
 VIEWPORT = {"width": 1500, "height": 2600}  # tall: every panel fits without scrolling
 
@@ -583,3 +580,33 @@ def test_your_runs_page_follows_a_run_while_a_script_writes_it(app):
         context.close()
         if writer.poll() is None:
             writer.kill()
+
+
+def test_the_browser_keeps_playwrights_switches_and_opens_no_omnibox_page(app):
+    """``CHROMIUM_ARGS`` gives Chromium a ``--disable-features`` of its own, which
+    replaces Playwright's (Chromium keeps the last one): it must still hold every
+    feature Playwright turns off, and a new context must open no page of the
+    browser's own UI (the omnibox popup, a renderer of its own per window)."""
+    import playwright
+
+    lib = Path(playwright.__file__).parent / "driver" / "package" / "lib"
+    found = set()
+    for js in sorted(lib.rglob("*.js")):
+        block = re.search(r"disabledFeatures = \[(.*?)\n\s*\]", js.read_text(errors="replace"),
+                          re.S)
+        if block:
+            found |= set(re.findall(r'^\s*"(\w+)"', block.group(1), re.M))
+    assert found, f"Playwright's disabledFeatures list is not in {lib} any more"
+    ours = next(a for a in CHROMIUM_ARGS if a.startswith("--disable-features="))
+    missing = found - set(ours.split("=", 1)[1].split(","))
+    assert not missing, (f"Playwright now also turns off {sorted(missing)}: add them to "
+                         f"benchmarks.common.PLAYWRIGHT_DISABLED_FEATURES")
+    assert [a for a in CHROMIUM_ARGS if a.startswith("--disable-features")] == [ours]
+
+    context = app.browser.new_context()
+    try:
+        context.new_page().goto("about:blank")
+        targets = app.browser.new_browser_cdp_session().send("Target.getTargets")["targetInfos"]
+    finally:
+        context.close()
+    assert {t["type"] for t in targets} == {"page"}, [(t["type"], t["url"]) for t in targets]
