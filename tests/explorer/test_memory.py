@@ -105,7 +105,7 @@ def _check(d: Deaths, current: Run | None = None) -> None:
 def test_replaced_runs_are_freed_by_reference_counting(deaths, mode):
     ws = Workspace(RunConfig(graph="karate", mode=mode, dropout=0.0, epochs=50))
     threads = []
-    for i in range(6):  # every pairing of (warmed up only | stepped) with each replacement
+    for i in range(10):
         run = ws.run
         deaths.watch_run(i, run)
         threads.append(run.warm_up())  # what the app does after every page draw
